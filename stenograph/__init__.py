@@ -1,0 +1,51 @@
+"""stenograph: manage what an LLM agent sends to its model.
+
+A pipeline of handlers runs around every model call: a pre-call phase before each request
+and a post-sampling phase after each response, chosen and configured in preset files.
+"""
+
+from .engine.clock import ManualClock
+from .engine.context import PostSamplingCall, PreCallCall
+from .engine.engine import Engine, Slot
+from .engine.entries import Entry, EntryError
+from .engine.errors import HandlerError, PairingError, PluginError, PresetError, StenographError
+from .engine.events import (
+    Custom,
+    EntriesMemorized,
+    Event,
+    HandlerFailed,
+    MemorizeSkipped,
+    PairingViolation,
+)
+from .engine.handler import Handler
+from .engine.hookspecs import hookimpl
+from .engine.rendering import check_pairing
+from .engine.session import Session
+from .engine.settings import HandlerSettings
+
+__version__ = "0.1.0"
+__all__ = [
+    "Custom",
+    "Engine",
+    "EntriesMemorized",
+    "Entry",
+    "EntryError",
+    "Event",
+    "Handler",
+    "HandlerError",
+    "HandlerFailed",
+    "HandlerSettings",
+    "ManualClock",
+    "MemorizeSkipped",
+    "PairingError",
+    "PairingViolation",
+    "PluginError",
+    "PostSamplingCall",
+    "PreCallCall",
+    "PresetError",
+    "Session",
+    "Slot",
+    "StenographError",
+    "check_pairing",
+    "hookimpl",
+]

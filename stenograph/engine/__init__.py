@@ -1,0 +1,1 @@
+"""The engine: hookspecs, discovery, presets, settings, sessions, history, rendering, tokens."""

@@ -1,0 +1,63 @@
+"""What a phase hook receives about the call in progress."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .entries import Entry
+from .events import Event
+
+if TYPE_CHECKING:
+    from .session import Session
+
+
+@dataclass
+class _Call:
+    session: Session
+    now: float
+    handler: str = field(default="", init=False)
+    slot: int = field(default=-1, init=False)
+
+    def emit(self, event_type: type[Event], **fields: Any) -> Event:
+        """Record an event of ``event_type`` as coming from the running handler."""
+        event = event_type(time=self.now, handler=self.handler, slot=self.slot, **fields)
+        self.session.record(event)
+        return event
+
+
+@dataclass
+class PreCallCall(_Call):
+    """The request about to be sent. ``new_entries`` came in since the last response;
+    ``previous_response`` is the newest assistant entry before them (or None)."""
+
+    model: str = ""
+    system: Any = None
+    tools: list[Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    new_entries: tuple[Entry, ...] = ()
+    previous_response: Entry | None = None
+
+    @property
+    def input_start(self) -> int:
+        """Index of the first new entry (== len(history) when there is none)."""
+        return self.new_entries[0].index if self.new_entries else len(self.session.history)
+
+    def memorize(
+        self, entries: Iterable[Entry], *, keep: Iterable[str] = (), reduce_inputs: bool = False
+    ) -> list[Entry]:
+        """Mark entries memorized (sent reduced); returns the ones newly marked."""
+        return self.session.memorize(entries, keep=keep, reduce_inputs=reduce_inputs)
+
+    def replace_sent_content(self, entry: Entry, content: str | list[dict[str, Any]]) -> None:
+        """Send ``content`` instead of the entry's own from now on (history unchanged)."""
+        self.session.replace_sent_content(entry, content)
+
+
+@dataclass
+class PostSamplingCall(_Call):
+    """The response just appended, and the request that produced it (None if unknown)."""
+
+    response: Entry | None = None
+    request: dict[str, Any] | None = None

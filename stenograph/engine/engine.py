@@ -1,0 +1,173 @@
+"""The Engine: a preset's handlers, one plugin manager, and dispatch in preset order."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pluggy
+from pluggy import HookImpl
+
+from . import hookspecs
+from .clock import Clock
+from .discovery import HandlerCatalog
+from .errors import HandlerError, PluginError, PresetError
+from .events import HandlerFailed
+from .handler import Handler
+from .presets import Preset, SlotSpec, load_preset
+from .session import Session
+from .settings import ResolvedSettings, SettingsResolver
+
+log = logging.getLogger("stenograph.engine")
+ORDER_MARKERS = ("tryfirst", "trylast", "wrapper", "hookwrapper")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One handler instance at one position of the preset."""
+
+    index: int
+    name: str
+    state_key: str
+    handler: Handler
+    settings: ResolvedSettings
+    impls: dict[str, HookImpl]
+
+
+class Engine:
+    """Built from a preset; opens sessions. Nothing is half-applied: a bad preset raises
+    before any Engine exists."""
+
+    def __init__(self, preset: Preset, overrides: dict[Any, dict[str, Any]] | None = None) -> None:
+        self.preset = preset
+        self.strict = preset.strict
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.catalog = HandlerCatalog(self.pm)
+        overrides = dict(overrides or {})
+        self._check_override_targets(overrides)
+        self.slots = self._build_slots(overrides)
+
+    @classmethod
+    def from_preset(
+        cls, preset: str | Path, overrides: dict[Any, dict[str, Any]] | None = None
+    ) -> Engine:
+        """A built-in preset name or a path to a ``.toml`` file; ``overrides`` maps a handler
+        name (every slot of it) or a slot index to settings that beat every other layer."""
+        return cls(load_preset(preset), overrides)
+
+    def open_session(
+        self,
+        session_id: str,
+        state_dir: str | Path | None = ".stenograph",
+        clock: Clock | None = None,
+    ) -> Session:
+        """Open (or reopen, with its saved history and state) the session ``session_id``.
+        ``state_dir=None`` keeps everything in memory."""
+        return Session(self, session_id, state_dir=state_dir, clock=clock)
+
+    def slot(self, name: str) -> Slot:
+        """The first slot running the handler ``name``."""
+        for slot in self.slots:
+            if slot.name == name:
+                return slot
+        raise KeyError(name)
+
+    # building --------------------------------------------------------------------------
+
+    def _check_override_targets(self, overrides: dict[Any, dict[str, Any]]) -> None:
+        names = {s.handler for s in self.preset.slots}
+        for target in overrides:
+            if isinstance(target, int) and 0 <= target < len(self.preset.slots):
+                continue
+            if target not in names:
+                raise PresetError(
+                    f"overrides name {target!r}, which is not a handler or slot index of preset"
+                    f" {self.preset.label} (handlers: {', '.join(sorted(names)) or 'none'})."
+                )
+
+    def _build_slots(self, overrides: dict[Any, dict[str, Any]]) -> tuple[Slot, ...]:
+        specs = [(i, spec, self.catalog.get(spec.handler, spec.where)) for i, spec in enumerate(self.preset.slots)]
+        seen: dict[str, int] = {}
+        slots = []
+        for i, spec, handler_cls in specs:
+            settings = self._resolve(i, spec, handler_cls, overrides)
+            seen[spec.handler] = seen.get(spec.handler, 0) + 1
+            key = spec.handler if seen[spec.handler] == 1 else f"{spec.handler}#{seen[spec.handler]}"
+            handler = handler_cls(settings.values, slot=i)
+            slots.append(Slot(i, spec.handler, key, handler, settings, self._register(i, spec, handler)))
+        return tuple(slots)
+
+    def _resolve(
+        self, i: int, spec: SlotSpec, handler_cls: type[Handler], overrides: dict[Any, Any]
+    ) -> ResolvedSettings:
+        resolver = SettingsResolver(spec.handler, handler_cls.Settings, spec.where)
+        layers: list[tuple[str, dict[str, Any]]] = []
+        for label in dict.fromkeys(spec.key_origins.values()):
+            values = {k: v for k, v in spec.values.items() if spec.key_origins[k] == label}
+            layers.append((f"preset {label}", resolver.normalise(values)))
+        layers.append(("env", resolver.env_values()))
+        code: dict[str, Any] = {}
+        for target in (spec.handler, i):
+            value = overrides.get(target, {})
+            if not isinstance(value, dict):
+                raise PresetError(f"overrides[{target!r}] must be a dict of settings.")
+            code.update(SettingsResolver(spec.handler, handler_cls.Settings, "overrides").normalise(value))
+        layers.append(("overrides", code))
+        return resolver.resolve(layers)
+
+    def _register(self, i: int, spec: SlotSpec, handler: Handler) -> dict[str, HookImpl]:
+        name = f"{i}:{spec.handler}"
+        try:
+            self.pm.register(handler, name=name)
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"handler '{spec.handler}' ({spec.where}) is invalid: {exc}") from None
+        impls = {}
+        for hook_name in hookspecs.SLOT_HOOKS:
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                if impl.plugin_name == name:
+                    self._check_markers(spec, hook_name, impl)
+                    impls[hook_name] = impl
+        return impls
+
+    @staticmethod
+    def _check_markers(spec: SlotSpec, hook_name: str, impl: HookImpl) -> None:
+        for marker in ORDER_MARKERS:
+            if getattr(impl, marker, False):
+                raise PluginError(
+                    f"handler '{spec.handler}' ({spec.where}) marks {hook_name} with {marker};"
+                    " stenograph runs handlers in the order the preset lists them, so ordering"
+                    " markers are not allowed. Reorder the preset instead."
+                )
+
+    # dispatch --------------------------------------------------------------------------
+
+    def dispatch(self, hook_name: str, session: Session, call: Any = None) -> None:
+        """Run ``hook_name`` for every slot in preset order; failures are isolated."""
+        for slot in self.slots:
+            impl = slot.impls.get(hook_name)
+            if impl is None:
+                continue
+            if call is not None:
+                call.handler, call.slot = slot.name, slot.index
+            available = {"session": session, "call": call, "state": session.handler_state(slot.state_key)}
+            try:
+                impl.function(*[available[arg] for arg in impl.argnames])
+            except Exception as exc:
+                self._failed(session, slot, hook_name, exc)
+
+    def _failed(self, session: Session, slot: Slot, hook_name: str, exc: Exception) -> None:
+        log.error(
+            "handler '%s' (slot %d) failed in %s", slot.name, slot.index, hook_name, exc_info=exc
+        )
+        session.record(
+            HandlerFailed(
+                time=session.clock(), handler=slot.name, slot=slot.index, phase=hook_name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        )
+        if self.strict:
+            raise HandlerError(slot.name, slot.index, hook_name, exc) from exc

@@ -1,0 +1,150 @@
+"""History entries: an Anthropic message plus what stenograph knows about it."""
+
+from __future__ import annotations
+
+import copy
+import uuid as uuid_module
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clock import format_timestamp, parse_timestamp
+
+ROLES = ("user", "assistant")
+USAGE_KEYS = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+)
+
+
+@dataclass(eq=False)
+class Entry:
+    """One message of the history. ``content`` is never changed after append."""
+
+    role: str
+    content: str | list[dict[str, Any]]
+    uuid: str
+    timestamp: float | None
+    index: int = -1
+    usage: dict[str, int] | None = None
+    memorized: bool = False
+    memo: dict[str, Any] | None = None
+    sent_content: str | list[dict[str, Any]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    tool_use_ids: tuple[str, ...] = ()
+    tool_result_ids: tuple[str, ...] = ()
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def has_tools(self) -> bool:
+        """Whether the entry holds a tool_use or a tool_result block."""
+        return bool(self.tool_use_ids or self.tool_result_ids)
+
+    def blocks(self) -> list[dict[str, Any]]:
+        """The content as a list of blocks (a string becomes one text block)."""
+        if isinstance(self.content, str):
+            return [{"type": "text", "text": self.content}] if self.content else []
+        return self.content
+
+    def tool_names(self) -> tuple[str, ...]:
+        """Names of the tools this entry calls."""
+        return tuple(b.get("name", "") for b in self.blocks() if b.get("type") == "tool_use")
+
+    def usage_total(self) -> int | None:
+        """input + cache creation + cache read + output tokens, when usage was reported."""
+        if not self.usage:
+            return None
+        return sum(int(self.usage.get(k) or 0) for k in USAGE_KEYS)
+
+    def message(self) -> dict[str, Any]:
+        """The full Anthropic message, as the host appended it."""
+        return {"role": self.role, "content": self.content}
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-safe dict for the session journal."""
+        record: dict[str, Any] = {"role": self.role, "content": self.content, "uuid": self.uuid}
+        if self.timestamp is not None:
+            record["timestamp"] = format_timestamp(self.timestamp)
+        for key in ("usage", "meta"):
+            if getattr(self, key):
+                record[key] = getattr(self, key)
+        return record
+
+
+class EntryError(ValueError):
+    """A message given to ``Session.append`` cannot be used."""
+
+
+def make_entry(message: Any, now: float) -> Entry:
+    """Validate and copy a host message into an Entry (uuid/timestamp filled when absent)."""
+    if not isinstance(message, dict):
+        raise EntryError(f"a message must be a dict, got {type(message).__name__}")
+    role = message.get("role")
+    if role not in ROLES:
+        raise EntryError(f"message role must be 'user' or 'assistant', got {role!r}")
+    content = _content(message.get("content"))
+    raw_ts = message.get("timestamp", now)
+    timestamp = parse_timestamp(raw_ts)
+    meta = dict(message.get("meta") or {})
+    if timestamp is None and "timestamp" in message:
+        meta["invalid_timestamp"] = repr(raw_ts)[:80]
+    uid = message.get("uuid")
+    entry = Entry(
+        role=role,
+        content=content,
+        uuid=str(uid) if uid else str(uuid_module.uuid4()),
+        timestamp=timestamp,
+        usage=_usage(message.get("usage")) if role == "assistant" else None,
+        meta=meta,
+    )
+    _index_tools(entry)
+    return entry
+
+
+def _content(value: Any) -> str | list[dict[str, Any]]:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if not isinstance(value, list):
+        raise EntryError(f"message content must be a string or a list of blocks, got {value!r:.80}")
+    blocks = copy.deepcopy(value)
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise EntryError(f"content block {i} must be a dict with a 'type', got {block!r:.80}")
+    return blocks
+
+
+def _usage(value: Any) -> dict[str, int] | None:
+    if value is None:
+        return None
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    if not isinstance(value, dict):
+        return None
+    usage = {}
+    for key in USAGE_KEYS:
+        number = value.get(key)
+        if isinstance(number, int | float) and not isinstance(number, bool) and number >= 0:
+            usage[key] = int(number)
+    return usage or None
+
+
+def _index_tools(entry: Entry) -> None:
+    uses, results = [], []
+    for block in entry.blocks():
+        kind = block.get("type")
+        if kind in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
+            uses.append(block["id"])
+        elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
+            results.append(block["tool_use_id"])
+    entry.tool_use_ids, entry.tool_result_ids = tuple(uses), tuple(results)
+
+
+def entry_from_record(record: dict[str, Any]) -> Entry:
+    """Rebuild an Entry from its journal record."""
+    entry = make_entry(record, now=0.0)
+    if "timestamp" not in record:
+        entry.timestamp = None
+    return entry

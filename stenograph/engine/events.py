@@ -1,0 +1,60 @@
+"""Typed events: what the engine and the handlers did, in the order they did it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Something that happened in a session; `handler` is empty for the engine itself."""
+
+    time: float
+    handler: str = ""
+    slot: int = -1
+
+    @property
+    def kind(self) -> str:
+        """The event's type name, e.g. ``EntriesMemorized``."""
+        return type(self).__name__
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandlerFailed(Event):
+    """A handler raised; the call went on as the other handlers left it."""
+
+    phase: str
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairingViolation(Event):
+    """The outgoing request breaks tool_use / tool_result pairing."""
+
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EntriesMemorized(Event):
+    """Earlier tool entries were marked memorized after a pause."""
+
+    gap_seconds: float
+    threshold_seconds: float
+    uuids: tuple[str, ...]
+    tokens_saved: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemorizeSkipped(Event):
+    """A pause was long enough but nothing was marked, and why."""
+
+    gap_seconds: float
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Custom(Event):
+    """An event of a third-party handler that has no type of its own."""
+
+    name: str
+    data: dict = field(default_factory=dict)

@@ -1,0 +1,39 @@
+"""Durable file writes."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``text`` so that a crash leaves the old or the new file, whole:
+    write a temp file in the same folder, fsync it, rename it over, fsync the folder."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename inside ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def private_dir(folder: Path) -> Path:
+    """Create ``folder`` (and parents) with mode 0700 for the last level."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder

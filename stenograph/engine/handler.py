@@ -1,0 +1,29 @@
+"""The base class of every handler, built-in or third-party."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .settings import HandlerSettings
+
+
+class NoSettings(HandlerSettings):
+    """For handlers that take no settings."""
+
+
+class Handler:
+    """A pipeline step. Subclasses set ``name``, ``summary`` and ``Settings``, and implement
+    any of the hooks in :mod:`stenograph.engine.hookspecs` as methods marked with
+    ``@stenograph.hookimpl``. One instance is made per preset slot."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    phase: ClassVar[str] = ""
+    Settings: ClassVar[type[HandlerSettings]] = NoSettings
+
+    def __init__(self, settings: HandlerSettings, slot: int = 0) -> None:
+        self.settings: Any = settings
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} slot {self.slot}>"

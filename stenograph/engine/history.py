@@ -1,0 +1,171 @@
+"""The session history: entries, their indexes, the rendered request kept up to date
+incrementally, and token tallies. No operation rescans the whole history per call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .entries import Entry
+from .rendering import check_pairs, merge_run, render_content
+from .tokens import content_tokens
+
+
+@dataclass
+class _Tally:
+    """Running token sums for one estimator."""
+
+    upto: int = 0
+    full: int = 0
+    sent: int = 0
+    anchor: int = -1
+    anchor_total: int = 0
+    after_anchor: int = 0
+    stale_sent: bool = False
+
+
+class History:
+    """Every entry in order, with the request messages they render to."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.by_uuid: dict[str, Entry] = {}
+        self.tool_use_entry: dict[str, Entry] = {}
+        self.tool_result_entry: dict[str, Entry] = {}
+        self.unmemorized_tool_entries: dict[int, Entry] = {}
+        self._messages: list[dict[str, Any]] = []
+        self._runs: list[list[Entry]] = []
+        self._message_of: dict[int, int] = {}
+        self._changed: set[int] = set()
+        self._tallies: dict[str, _Tally] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __getitem__(self, index: int) -> Entry:
+        return self.entries[index]
+
+    def add(self, entry: Entry) -> Entry:
+        """Append ``entry`` (uuid must be new) and extend the rendered messages."""
+        if entry.uuid in self.by_uuid:
+            raise ValueError(f"an entry with uuid {entry.uuid!r} is already in the history")
+        entry.index = len(self.entries)
+        self.entries.append(entry)
+        self.by_uuid[entry.uuid] = entry
+        for tool_id in entry.tool_use_ids:
+            self.tool_use_entry.setdefault(tool_id, entry)
+        for tool_id in entry.tool_result_ids:
+            self.tool_result_entry.setdefault(tool_id, entry)
+        if entry.has_tools and not entry.memorized:
+            self.unmemorized_tool_entries[entry.index] = entry
+        self._place(entry)
+        return entry
+
+    def tool_name(self, tool_use_id: str) -> str:
+        """The name of the tool a tool_use id called ('' when unknown)."""
+        entry = self.tool_use_entry.get(tool_use_id)
+        if entry is None:
+            return ""
+        for block in entry.blocks():
+            if block.get("id") == tool_use_id:
+                return str(block.get("name", ""))
+        return ""
+
+    # rendering -------------------------------------------------------------------------
+
+    def rendered(self, entry: Entry) -> str | list[dict[str, Any]]:
+        """What is sent for ``entry`` (cached until the entry is marked again)."""
+        if "render" not in entry.cache:
+            entry.cache["render"] = render_content(entry, self.tool_name)
+        return entry.cache["render"]
+
+    def _place(self, entry: Entry) -> None:
+        if not entry.content:
+            return
+        if self._runs and self._runs[-1][0].role == entry.role:
+            self._runs[-1].append(entry)
+        else:
+            self._runs.append([entry])
+            self._messages.append({})
+        self._message_of[entry.index] = len(self._runs) - 1
+        self._rebuild(len(self._runs) - 1)
+
+    def _rebuild(self, message_index: int) -> None:
+        run = self._runs[message_index]
+        self._messages[message_index] = merge_run(run[0].role, [self.rendered(e) for e in run])
+        self._changed.add(message_index)
+
+    def refresh(self, entry: Entry) -> None:
+        """Re-render ``entry`` after its memorized flag or sent content changed."""
+        entry.cache.pop("render", None)
+        for key in [k for k in entry.cache if isinstance(k, tuple) and k[0] == "sent"]:
+            del entry.cache[key]
+        if entry.memorized:
+            self.unmemorized_tool_entries.pop(entry.index, None)
+        message_index = self._message_of.get(entry.index)
+        if message_index is not None:
+            self._rebuild(message_index)
+        for tally in self._tallies.values():
+            tally.stale_sent = True
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The request messages (a new list; treat the dicts as read-only)."""
+        return list(self._messages)
+
+    def pairing_problems(self) -> list[str]:
+        """Pairing problems in the messages changed since the last check."""
+        problems = check_pairs(self._messages, self._changed)
+        self._changed.clear()
+        return problems
+
+    # tokens ----------------------------------------------------------------------------
+
+    def full_tokens(self, entry: Entry, estimator: str = "tiktoken") -> int:
+        """Estimated tokens of the entry's full content (cached)."""
+        key = ("full", estimator)
+        if key not in entry.cache:
+            entry.cache[key] = content_tokens(entry.content, estimator)
+        return entry.cache[key]
+
+    def sent_tokens(self, entry: Entry, estimator: str = "tiktoken") -> int:
+        """Estimated tokens of what is sent for the entry (cached)."""
+        if not entry.content:
+            return 0
+        if not entry.memorized and entry.sent_content is None:
+            return self.full_tokens(entry, estimator)
+        key = ("sent", estimator)
+        if key not in entry.cache:
+            entry.cache[key] = content_tokens(self.rendered(entry), estimator)
+        return entry.cache[key]
+
+    def _tally(self, estimator: str) -> _Tally:
+        tally = self._tallies.setdefault(estimator, _Tally())
+        for entry in self.entries[tally.upto :]:
+            full = self.full_tokens(entry, estimator)
+            tally.full += full
+            tally.sent += self.sent_tokens(entry, estimator)
+            total = entry.usage_total() if entry.role == "assistant" else None
+            if total is not None:
+                tally.anchor, tally.anchor_total, tally.after_anchor = entry.index, total, 0
+            else:
+                tally.after_anchor += full
+        tally.upto = len(self.entries)
+        if tally.stale_sent:
+            tally.sent = sum(self.sent_tokens(e, estimator) for e in self.entries)
+            tally.stale_sent = False
+        return tally
+
+    def token_totals(self, estimator: str = "tiktoken") -> tuple[int, int]:
+        """(full, sent) estimated tokens over the whole history."""
+        tally = self._tally(estimator)
+        return tally.full, tally.sent
+
+    def context_size(self, estimator: str = "tiktoken") -> int:
+        """Claude Code's context size: the newest reported usage (input + cache creation +
+        cache read + output) plus estimates for the entries after it; with no usage at all,
+        the sum of estimates."""
+        tally = self._tally(estimator)
+        return tally.anchor_total + tally.after_anchor

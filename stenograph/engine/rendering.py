@@ -1,0 +1,136 @@
+"""From history entries to request messages: placeholders, merging, the pairing guard."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .entries import Entry
+from .tokens import _collect, count_tiktoken
+
+INPUT_KEEP_CHARS = 200
+ToolNameOf = Callable[[str], str]
+
+
+def render_content(entry: Entry, tool_name_of: ToolNameOf) -> str | list[dict[str, Any]]:
+    """What is sent for ``entry``: its override, its reduced form when memorized, or itself."""
+    if entry.sent_content is not None:
+        return entry.sent_content
+    if not entry.memorized:
+        return entry.content
+    return reduce_content(entry.content, entry.memo or {}, tool_name_of)
+
+
+def reduce_content(
+    content: str | list[dict[str, Any]], memo: dict[str, Any], tool_name_of: ToolNameOf
+) -> str | list[dict[str, Any]]:
+    """The memorized form of ``content``: tool results as placeholders, except the tool ids
+    in ``memo["keep"]``; tool inputs shortened when ``memo["reduce_inputs"]``."""
+    if isinstance(content, str):
+        return content
+    keep = set(memo.get("keep", ()))
+    reduce_inputs = bool(memo.get("reduce_inputs"))
+    return [_reduce(b, keep, reduce_inputs, tool_name_of) for b in content]
+
+
+def _reduce(
+    block: dict[str, Any], keep: set[str], reduce_inputs: bool, tool_name_of: ToolNameOf
+) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind == "tool_result" and block.get("tool_use_id") not in keep:
+        return placeholder(block, tool_name_of(str(block.get("tool_use_id"))))
+    if kind == "tool_use" and reduce_inputs and block.get("id") not in keep:
+        return {**block, "input": _short_input(block.get("input"))}
+    return block
+
+
+def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
+    """The short, deterministic stand-in for a memorized tool_result (same id, same error flag)."""
+    texts: list[str] = []
+    media = _collect(block.get("content", ""), texts)
+    text = "\n".join(texts)
+    parts = [f"{len(text):,} chars, ~{count_tiktoken(text):,} tokens"]
+    if media:
+        parts.append(f"{media} image/document block{'s' if media > 1 else ''}")
+    out = {
+        "type": "tool_result",
+        "tool_use_id": block.get("tool_use_id"),
+        "content": f"[memorized: {tool_name or 'tool'} result left out ({', '.join(parts)});"
+        " call the tool again if you need it]",
+    }
+    if block.get("is_error"):
+        out["is_error"] = True
+    return out
+
+
+def _short_input(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > INPUT_KEEP_CHARS:
+        left = len(value) - INPUT_KEEP_CHARS
+        return f"{value[:INPUT_KEEP_CHARS]}… [{left:,} chars left out]"
+    if isinstance(value, dict):
+        return {k: _short_input(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short_input(v) for v in value]
+    return value
+
+
+def merge_run(role: str, contents: Sequence[str | list[dict[str, Any]]]) -> dict[str, Any]:
+    """One request message from consecutive same-role entries (the API merges them too).
+    In a user message, tool_result blocks go first, as the API requires."""
+    if len(contents) == 1:
+        return {"role": role, "content": contents[0]}
+    blocks: list[dict[str, Any]] = []
+    for content in contents:
+        if isinstance(content, str):
+            blocks.append({"type": "text", "text": content})
+        else:
+            blocks.extend(content)
+    if role == "user":
+        blocks.sort(key=lambda b: b.get("type") != "tool_result")
+    return {"role": role, "content": blocks}
+
+
+def _ids(message: dict[str, Any], kind: str, key: str) -> list[str]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b.get(key) for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def check_pairs(messages: Sequence[dict[str, Any]], indexes: Iterable[int]) -> list[str]:
+    """Pairing problems around the given message indexes (each checked with its neighbours)."""
+    problems: list[str] = []
+    for i in sorted({j for i in indexes for j in (i - 1, i) if 0 <= j < len(messages)}):
+        problems.extend(_check_one(messages, i))
+    return problems
+
+
+def check_pairing(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """Every pairing problem of a whole request (empty list: valid)."""
+    return check_pairs(messages, range(len(messages)))
+
+
+def _check_one(messages: Sequence[dict[str, Any]], i: int) -> list[str]:
+    message = messages[i]
+    problems = []
+    if message.get("role") == "assistant":
+        uses = _ids(message, "tool_use", "id")
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        answered = set(_ids(following, "tool_result", "tool_use_id")) if following else set()
+        for tool_id in uses:
+            if tool_id not in answered:
+                problems.append(f"message {i}: tool_use {tool_id} has no tool_result after it")
+        return problems
+    results = _ids(message, "tool_result", "tool_use_id")
+    if not results:
+        return problems
+    previous = messages[i - 1] if i > 0 else None
+    offered = set(_ids(previous, "tool_use", "id")) if previous and previous.get("role") == "assistant" else set()
+    seen: set[str] = set()
+    for tool_id in results:
+        if tool_id not in offered:
+            problems.append(f"message {i}: tool_result {tool_id} answers no tool_use of message {i - 1}")
+        elif tool_id in seen:
+            problems.append(f"message {i}: tool_use {tool_id} answered twice")
+        seen.add(tool_id)
+    return problems

@@ -1,0 +1,257 @@
+"""A conversation managed by an Engine: the history, the phases, persisted state."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .clock import Clock, system_clock
+from .context import PostSamplingCall, PreCallCall
+from .entries import Entry, entry_from_record, make_entry
+from .errors import PairingError
+from .events import Event, PairingViolation
+from .history import History
+from .store import SessionStore, check_session_id
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+log = logging.getLogger("stenograph.engine.session")
+CLOSE_WAIT_SECONDS = 15.0
+
+
+class Session:
+    """Open one with :meth:`Engine.open_session`."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        session_id: str,
+        state_dir: str | Path | None = ".stenograph",
+        clock: Clock | None = None,
+    ) -> None:
+        self.engine = engine
+        self.id = check_session_id(session_id)
+        self.clock: Clock = clock or system_clock
+        self.history = History()
+        self.events: list[Event] = []
+        self.last_request: dict[str, Any] | None = None
+        self.folder = Path(state_dir) / self.id if state_dir is not None else None
+        self._store = SessionStore(self.folder) if self.folder is not None else None
+        self._lock = threading.RLock()
+        self._last_response: Entry | None = None
+        self._background: dict[str, threading.Thread] = {}
+        self._state: dict[str, Any] = {"handlers": {}}
+        self._closed = False
+        self._load()
+        self.engine.dispatch("session_opened", self)
+
+    # host API --------------------------------------------------------------------------
+
+    def append(self, message: dict[str, Any]) -> Entry:
+        """Append a message (user input, tool results, or a whole assistant turn)."""
+        with self._lock:
+            entry = make_entry(message, self.clock())
+            self._add(entry)
+            return entry
+
+    def pre_call(
+        self, *, model: str, system: Any = None, tools: list[Any] | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """Run the pre-call phase; return the request for ``client.messages.create``."""
+        with self._lock:
+            first_new = self._last_response.index + 1 if self._last_response else 0
+            call = PreCallCall(
+                session=self,
+                now=self.clock(),
+                model=model,
+                system=system,
+                tools=tools,
+                extra=extra,
+                new_entries=tuple(self.history.entries[first_new:]),
+                previous_response=self._last_response,
+            )
+            self.engine.dispatch("pre_call", self, call)
+            request = self._request(call)
+            self.last_request = request
+            self._save_state_if_changed()
+            return request
+
+    def post_sampling(self, response: Any) -> Entry:
+        """Append the model's response (an anthropic ``Message`` or a dict), then run the
+        post-sampling phase."""
+        with self._lock:
+            entry = make_entry(_response_message(response), self.clock())
+            self._add(entry)
+            call = PostSamplingCall(
+                session=self, now=self.clock(), response=entry, request=self.last_request
+            )
+            self.engine.dispatch("post_sampling", self, call)
+            self._save_state_if_changed()
+            return entry
+
+    async def apre_call(self, **kwargs: Any) -> dict[str, Any]:
+        """:meth:`pre_call` for async hosts (runs in a worker thread)."""
+        return await asyncio.to_thread(self.pre_call, **kwargs)
+
+    async def apost_sampling(self, response: Any) -> Entry:
+        """:meth:`post_sampling` for async hosts (runs in a worker thread)."""
+        return await asyncio.to_thread(self.post_sampling, response)
+
+    def wait_for_background(self, timeout: float = 15.0) -> bool:
+        """Wait up to ``timeout`` seconds for background work; True when none is left."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        for thread in list(self._background.values()):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._background.values())
+
+    def close(self, timeout: float = CLOSE_WAIT_SECONDS) -> None:
+        """Wait (bounded) for background work, run ``session_closing``, save the state."""
+        if self._closed:
+            return
+        if not self.wait_for_background(timeout):
+            log.warning("session %s closed with background work still running", self.id)
+        with self._lock:
+            self.engine.dispatch("session_closing", self)
+            self._closed = True
+            if self._store is not None:
+                self._store.save_state(self._state)
+                self._store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # for handlers ----------------------------------------------------------------------
+
+    @property
+    def previous_response(self) -> Entry | None:
+        """The newest assistant entry."""
+        return self._last_response
+
+    def handler_state(self, key: str) -> dict[str, Any]:
+        """The persisted dict of one handler slot (created empty)."""
+        return self._state["handlers"].setdefault(key, {})
+
+    def record(self, event: Event) -> None:
+        """Add an event to ``events``."""
+        with self._lock:
+            self.events.append(event)
+        log.debug("event %s", event)
+
+    def memorize(
+        self, entries: Iterable[Entry], *, keep: Iterable[str] = (), reduce_inputs: bool = False
+    ) -> list[Entry]:
+        """Mark entries memorized; returns those newly marked (already marked are skipped)."""
+        memo = {"keep": sorted(set(keep)), "reduce_inputs": bool(reduce_inputs)}
+        with self._lock:
+            marked = [e for e in entries if not e.memorized]
+            for entry in marked:
+                entry.memorized, entry.memo = True, memo
+                self.history.refresh(entry)
+            if marked:
+                self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
+            return marked
+
+    def replace_sent_content(self, entry: Entry, content: str | list[dict[str, Any]]) -> None:
+        """Send ``content`` for ``entry`` from now on; the history keeps the original."""
+        with self._lock:
+            entry.sent_content = copy.deepcopy(content)
+            self.history.refresh(entry)
+            self._journal({"op": "sent", "uuid": entry.uuid, "content": entry.sent_content})
+
+    def run_in_background(self, name: str, work: Callable[[], None]) -> threading.Thread:
+        """Run ``work`` in a daemon thread; ``wait_for_background`` waits for it."""
+        thread = threading.Thread(target=work, name=f"stenograph-{self.id}-{name}", daemon=True)
+        self._background[name] = thread
+        thread.start()
+        return thread
+
+    # internals -------------------------------------------------------------------------
+
+    def _add(self, entry: Entry) -> None:
+        self.history.add(entry)
+        if entry.role == "assistant":
+            self._last_response = entry
+        self._journal({"op": "append", "entry": entry.to_record()})
+
+    def _request(self, call: PreCallCall) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": call.model}
+        if call.system is not None:
+            request["system"] = call.system
+        if call.tools is not None:
+            request["tools"] = call.tools
+        request["messages"] = self.history.messages()
+        request.update(call.extra)
+        problems = self.history.pairing_problems()
+        if problems:
+            self.record(PairingViolation(time=call.now, problems=tuple(problems)))
+            log.error("session %s: request pairing broken: %s", self.id, "; ".join(problems))
+            if self.engine.strict:
+                raise PairingError("; ".join(problems))
+        return request
+
+    def _journal(self, record: dict[str, Any]) -> None:
+        if self._store is not None:
+            self._store.append(record)
+
+    def _save_state_if_changed(self) -> None:
+        if self._store is not None and self._state != self._saved_state:
+            self._store.save_state(self._state)
+            self._saved_state = copy.deepcopy(self._state)
+
+    def _load(self) -> None:
+        self._saved_state: dict[str, Any] = {}
+        if self._store is None:
+            return
+        for record in self._store.read_journal():
+            self._apply(record)
+        state = self._store.read_state()
+        self._state["handlers"] = dict(state.get("handlers") or {})
+        self._saved_state = copy.deepcopy(self._state)
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        op = record.get("op")
+        try:
+            if op == "append":
+                entry = entry_from_record(record["entry"])
+                self.history.add(entry)
+                if entry.role == "assistant":
+                    self._last_response = entry
+            elif op == "memorize":
+                for uid in record["uuids"]:
+                    entry = self.history.by_uuid[uid]
+                    entry.memorized, entry.memo = True, record.get("memo")
+                    self.history.refresh(entry)
+            elif op == "sent":
+                entry = self.history.by_uuid[record["uuid"]]
+                entry.sent_content = record["content"]
+                self.history.refresh(entry)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
+
+
+def _response_message(response: Any) -> dict[str, Any]:
+    """An anthropic ``Message`` (or dict) as an assistant message dict."""
+    if hasattr(response, "model_dump"):
+        data = response.model_dump(mode="json", exclude_none=True)
+    elif isinstance(response, dict):
+        data = dict(response)
+    else:
+        raise TypeError(f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}")
+    message = {"role": "assistant", "content": data.get("content", [])}
+    for key in ("usage", "timestamp", "uuid"):
+        if key in data:
+            message[key] = data[key]
+    meta = {k: data[k] for k in ("id", "model", "stop_reason") if data.get(k) is not None}
+    if meta:
+        message["meta"] = meta
+    return message

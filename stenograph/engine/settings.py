@@ -1,0 +1,106 @@
+"""Handler settings: one pydantic-settings model per handler, resolved in layers.
+
+Layers, lowest first: the model's defaults < the preset file (and what it extends) <
+environment variables ``STENOGRAPH_<HANDLER>__<FIELD>`` < ``overrides=`` in code. Keys
+may be written in camelCase (as in the seeds) or snake_case.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel, to_snake
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+
+from .errors import PresetError
+
+
+class HandlerSettings(BaseSettings):
+    """Base of every handler's settings model: unknown keys are refused."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, **_sources):  # type: ignore[override]
+        """Only explicit values: the engine layers env and presets itself, on purpose."""
+        return (init_settings,)
+
+
+def env_prefix(handler: str) -> str:
+    """``inactivity-memorize`` -> ``STENOGRAPH_INACTIVITY_MEMORIZE__``."""
+    return "STENOGRAPH_" + handler.upper().replace("-", "_").replace(".", "_") + "__"
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """A validated settings object and, per field, the layer that set it."""
+
+    values: HandlerSettings
+    origins: dict[str, str]
+
+
+class SettingsResolver:
+    """Turns raw layered values into one validated settings object for a slot."""
+
+    LAYER_DEFAULT: ClassVar[str] = "default"
+
+    def __init__(self, handler: str, model: type[HandlerSettings], where: str) -> None:
+        self.handler, self.model, self.where = handler, model, where
+
+    def field_name(self, key: str) -> str:
+        """Map a camelCase or snake_case key to the model's field name, or fail clearly."""
+        fields = self.model.model_fields
+        for candidate in (key, to_snake(key)):
+            if candidate in fields:
+                return candidate
+        allowed = sorted(to_camel(name) for name in fields)
+        close = difflib.get_close_matches(to_camel(to_snake(key)), allowed, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise PresetError(
+            f"Unknown setting '{key}' for handler '{self.handler}' in {self.where}."
+            f" Allowed: {', '.join(allowed) or '(none)'}.{hint}"
+        )
+
+    def normalise(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Keys mapped to field names; a key given twice (camel + snake) is an error."""
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            name = self.field_name(str(key))
+            if name in out:
+                raise PresetError(f"Setting '{key}' of '{self.handler}' given twice in {self.where}.")
+            out[name] = value
+        return out
+
+    def env_values(self) -> dict[str, Any]:
+        """Values from ``STENOGRAPH_<HANDLER>__<FIELD>`` variables (case-insensitive)."""
+        source = EnvSettingsSource(self.model, env_prefix=env_prefix(self.handler))
+        return {k: v for k, v in source().items() if k in self.model.model_fields}
+
+    def resolve(self, layers: list[tuple[str, dict[str, Any]]]) -> ResolvedSettings:
+        """Merge ``(label, values)`` layers lowest first, then validate once."""
+        merged: dict[str, Any] = {}
+        origins = {name: self.LAYER_DEFAULT for name in self.model.model_fields}
+        for label, values in layers:
+            for name, value in values.items():
+                merged[name] = value
+                origins[name] = label
+        try:
+            return ResolvedSettings(self.model(**merged), origins)
+        except ValidationError as exc:
+            raise PresetError(self._explain(exc, origins)) from None
+
+    def _explain(self, exc: ValidationError, origins: dict[str, str]) -> str:
+        lines = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "(settings)"
+            field = self.model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
+            allowed = f" ({field.description})" if field and field.description else ""
+            layer = origins.get(str(err["loc"][0]), "") if err["loc"] else ""
+            lines.append(
+                f"Invalid value for '{to_camel(name)}' of handler '{self.handler}' in"
+                f" {self.where} (set by {layer}): {err['msg']}; got {err.get('input')!r}.{allowed}"
+            )
+        return "\n".join(lines)
