@@ -14,9 +14,7 @@ from .errors import PluginError
 from .handler import Handler
 
 ENTRY_POINT_GROUP = "stenograph.handlers"
-DEFAULT_HANDLERS = (
-    "stenograph.handlers.inactivity_memorize",
-)
+DEFAULT_HANDLERS = ("stenograph.handlers.inactivity_memorize",)
 log = logging.getLogger("stenograph.engine.discovery")
 
 
@@ -42,8 +40,18 @@ class HandlerCatalog:
         self._add_entry_points()
 
     def _register_builtin(self, handler: type[Handler]) -> None:
-        _check_handler_class(handler, handler.name, "built-in")
-        self._sources[handler.name] = HandlerSource(handler.name, "built-in", handler=handler)
+        self.add(handler, "built-in")
+
+    def add(self, handler: type[Handler], origin: str = "the host application") -> None:
+        """Make ``handler`` available under ``handler.name`` (names must be unique)."""
+        _check_handler_class(handler, getattr(handler, "name", ""), origin)
+        known = self._sources.get(handler.name)
+        if known is not None:
+            raise PluginError(
+                f"Handler name '{handler.name}' is claimed twice:"
+                f" by {known.origin} and by {origin}."
+            )
+        self._sources[handler.name] = HandlerSource(handler.name, origin, handler=handler)
 
     def _add_entry_points(self) -> None:
         for ep in entry_points(group=ENTRY_POINT_GROUP):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from .events import HandlerFailed
 from .handler import Handler
 from .presets import Preset, SlotSpec, load_preset
 from .session import Session
-from .settings import ResolvedSettings, SettingsResolver
+from .settings import ResolvedSettings, SettingsResolver, env_prefix
 
 log = logging.getLogger("stenograph.engine")
 ORDER_MARKERS = ("tryfirst", "trylast", "wrapper", "hookwrapper")
@@ -40,23 +41,40 @@ class Engine:
     """Built from a preset; opens sessions. Nothing is half-applied: a bad preset raises
     before any Engine exists."""
 
-    def __init__(self, preset: Preset, overrides: dict[Any, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        preset: Preset,
+        overrides: dict[Any, dict[str, Any]] | None = None,
+        handlers: Iterable[type[Handler]] = (),
+    ) -> None:
         self.preset = preset
         self.strict = preset.strict
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
-        self.pm.add_hookspecs(hookspecs)
+        self.pm = self.plugin_manager()
         self.catalog = HandlerCatalog(self.pm)
+        for handler in handlers:
+            self.catalog.add(handler)
         overrides = dict(overrides or {})
         self._check_override_targets(overrides)
         self.slots = self._build_slots(overrides)
 
+    @staticmethod
+    def plugin_manager() -> pluggy.PluginManager:
+        """A new plugin manager that knows stenograph's hookspecs."""
+        pm = pluggy.PluginManager(hookspecs.PROJECT)
+        pm.add_hookspecs(hookspecs)
+        return pm
+
     @classmethod
     def from_preset(
-        cls, preset: str | Path, overrides: dict[Any, dict[str, Any]] | None = None
+        cls,
+        preset: str | Path,
+        overrides: dict[Any, dict[str, Any]] | None = None,
+        handlers: Iterable[type[Handler]] = (),
     ) -> Engine:
-        """A built-in preset name or a path to a ``.toml`` file; ``overrides`` maps a handler
-        name (every slot of it) or a slot index to settings that beat every other layer."""
-        return cls(load_preset(preset), overrides)
+        """A built-in preset name or a path to a ``.toml`` file. ``overrides`` maps a handler
+        name (every slot of it) or a slot index to settings that beat every other layer;
+        ``handlers`` adds handler classes defined in the host application."""
+        return cls(load_preset(preset), overrides, handlers)
 
     def open_session(
         self,
@@ -89,15 +107,22 @@ class Engine:
                 )
 
     def _build_slots(self, overrides: dict[Any, dict[str, Any]]) -> tuple[Slot, ...]:
-        specs = [(i, spec, self.catalog.get(spec.handler, spec.where)) for i, spec in enumerate(self.preset.slots)]
+        specs = [
+            (i, spec, self.catalog.get(spec.handler, spec.where))
+            for i, spec in enumerate(self.preset.slots)
+        ]
         seen: dict[str, int] = {}
         slots = []
         for i, spec, handler_cls in specs:
             settings = self._resolve(i, spec, handler_cls, overrides)
             seen[spec.handler] = seen.get(spec.handler, 0) + 1
-            key = spec.handler if seen[spec.handler] == 1 else f"{spec.handler}#{seen[spec.handler]}"
+            key = (
+                spec.handler if seen[spec.handler] == 1 else f"{spec.handler}#{seen[spec.handler]}"
+            )
             handler = handler_cls(settings.values, slot=i)
-            slots.append(Slot(i, spec.handler, key, handler, settings, self._register(i, spec, handler)))
+            slots.append(
+                Slot(i, spec.handler, key, handler, settings, self._register(i, spec, handler))
+            )
         return tuple(slots)
 
     def _resolve(
@@ -108,13 +133,16 @@ class Engine:
         for label in dict.fromkeys(spec.key_origins.values()):
             values = {k: v for k, v in spec.values.items() if spec.key_origins[k] == label}
             layers.append((f"preset {label}", resolver.normalise(values)))
-        layers.append(("env", resolver.env_values()))
+        for name, value in resolver.env_values().items():
+            layers.append((f"env {env_prefix(spec.handler)}{name.upper()}", {name: value}))
         code: dict[str, Any] = {}
         for target in (spec.handler, i):
             value = overrides.get(target, {})
             if not isinstance(value, dict):
                 raise PresetError(f"overrides[{target!r}] must be a dict of settings.")
-            code.update(SettingsResolver(spec.handler, handler_cls.Settings, "overrides").normalise(value))
+            code.update(
+                SettingsResolver(spec.handler, handler_cls.Settings, "overrides").normalise(value)
+            )
         layers.append(("overrides", code))
         return resolver.resolve(layers)
 
@@ -124,7 +152,9 @@ class Engine:
             self.pm.register(handler, name=name)
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
-            raise PluginError(f"handler '{spec.handler}' ({spec.where}) is invalid: {exc}") from None
+            raise PluginError(
+                f"handler '{spec.handler}' ({spec.where}) is invalid: {exc}"
+            ) from None
         impls = {}
         for hook_name in hookspecs.SLOT_HOOKS:
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
@@ -153,7 +183,11 @@ class Engine:
                 continue
             if call is not None:
                 call.handler, call.slot = slot.name, slot.index
-            available = {"session": session, "call": call, "state": session.handler_state(slot.state_key)}
+            available = {
+                "session": session,
+                "call": call,
+                "state": session.handler_state(slot.state_key),
+            }
             try:
                 impl.function(*[available[arg] for arg in impl.argnames])
             except Exception as exc:
@@ -165,7 +199,10 @@ class Engine:
         )
         session.record(
             HandlerFailed(
-                time=session.clock(), handler=slot.name, slot=slot.index, phase=hook_name,
+                time=session.clock(),
+                handler=slot.name,
+                slot=slot.index,
+                phase=hook_name,
                 error=f"{type(exc).__name__}: {exc}",
             )
         )

@@ -62,7 +62,7 @@ def load_preset(ref: str | Path, _seen: tuple[str, ...] = ()) -> Preset:
         parent = load_preset(_relative(target, base_dir), (*_seen, label))
     slots = _merge(parent.slots if parent else (), _slots(data, label), label)
     return Preset(
-        name=_string(data, "name", label, parent.name if parent else Path(str(ref)).stem),
+        name=_string(data, "name", label, Path(str(ref)).stem),
         description=_string(data, "description", label, parent.description if parent else ""),
         strict=_strict(data, label, parent.strict if parent else False),
         slots=slots,
@@ -76,7 +76,7 @@ def _read(ref: str | Path) -> tuple[str, str, Path | None]:
     if isinstance(ref, str) and "/" not in ref_str and not ref_str.endswith(".toml"):
         if ref_str in builtin_names():
             text = resources.files("stenograph.presets").joinpath(f"{ref_str}.toml").read_text()
-            return f"built-in preset '{ref_str}'", text, None
+            return f"{ref_str} (built-in)", text, None
         if not Path(ref_str).exists():
             raise PresetError(
                 f"Preset '{ref_str}' not found: not a built-in preset"
@@ -134,7 +134,7 @@ def _slots(data: dict[str, Any], label: str) -> list[SlotSpec]:
             raise PresetError(f"Preset {where} must be a table, got {item!r}.")
         use = item.get("use")
         if not isinstance(use, str) or not use:
-            raise PresetError(f"Preset {where} needs use = \"<handler name>\".")
+            raise PresetError(f'Preset {where} needs use = "<handler name>".')
         values = {k: v for k, v in item.items() if k != "use"}
         slots.append(SlotSpec(use, values, dict.fromkeys(values, label), where))
     return slots

@@ -100,8 +100,8 @@ def _ids(message: dict[str, Any], kind: str, key: str) -> list[str]:
 def check_pairs(messages: Sequence[dict[str, Any]], indexes: Iterable[int]) -> list[str]:
     """Pairing problems around the given message indexes (each checked with its neighbours)."""
     problems: list[str] = []
-    for i in sorted({j for i in indexes for j in (i - 1, i) if 0 <= j < len(messages)}):
-        problems.extend(_check_one(messages, i))
+    for j in sorted({k for i in indexes for k in (i - 1, i) if 0 <= k < len(messages)}):
+        problems.extend(_check_one(messages, j))
     return problems
 
 
@@ -125,11 +125,17 @@ def _check_one(messages: Sequence[dict[str, Any]], i: int) -> list[str]:
     if not results:
         return problems
     previous = messages[i - 1] if i > 0 else None
-    offered = set(_ids(previous, "tool_use", "id")) if previous and previous.get("role") == "assistant" else set()
+    offered = (
+        set(_ids(previous, "tool_use", "id"))
+        if previous and previous.get("role") == "assistant"
+        else set()
+    )
     seen: set[str] = set()
     for tool_id in results:
         if tool_id not in offered:
-            problems.append(f"message {i}: tool_result {tool_id} answers no tool_use of message {i - 1}")
+            problems.append(
+                f"message {i}: tool_result {tool_id} answers no tool_use of message {i - 1}"
+            )
         elif tool_id in seen:
             problems.append(f"message {i}: tool_use {tool_id} answered twice")
         seen.add(tool_id)

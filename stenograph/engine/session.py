@@ -246,7 +246,9 @@ def _response_message(response: Any) -> dict[str, Any]:
     elif isinstance(response, dict):
         data = dict(response)
     else:
-        raise TypeError(f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}")
+        raise TypeError(
+            f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}"
+        )
     message = {"role": "assistant", "content": data.get("content", [])}
     for key in ("usage", "timestamp", "uuid"):
         if key in data:

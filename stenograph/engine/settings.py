@@ -70,7 +70,9 @@ class SettingsResolver:
         for key, value in values.items():
             name = self.field_name(str(key))
             if name in out:
-                raise PresetError(f"Setting '{key}' of '{self.handler}' given twice in {self.where}.")
+                raise PresetError(
+                    f"Setting '{key}' of '{self.handler}' given twice in {self.where}."
+                )
             out[name] = value
         return out
 

@@ -59,7 +59,9 @@ class SessionStore:
         except FileNotFoundError:
             return {}
         except (OSError, json.JSONDecodeError) as exc:
-            log.warning("%s unreadable (%s); starting with empty handler state", self.state_path, exc)
+            log.warning(
+                "%s unreadable (%s); starting with empty handler state", self.state_path, exc
+            )
             return {}
         return state if isinstance(state, dict) else {}
 

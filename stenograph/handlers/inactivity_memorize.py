@@ -16,8 +16,8 @@ from ..engine.entries import Entry
 from ..engine.events import EntriesMemorized, MemorizeSkipped
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
-from ..engine.session import Session
 from ..engine.rendering import reduce_content
+from ..engine.session import Session
 from ..engine.settings import HandlerSettings
 from ..engine.tokens import content_tokens
 
@@ -83,7 +83,9 @@ class InactivityMemorize(Handler):
             log.info("nothing marked: %s", reason)
             call.emit(MemorizeSkipped, gap_seconds=gap, reason=reason)
             return
-        marked = call.memorize(candidates, keep=keep, reduce_inputs=self.settings.reduce_tool_inputs)
+        marked = call.memorize(
+            candidates, keep=keep, reduce_inputs=self.settings.reduce_tool_inputs
+        )
         for entry in marked:
             log.debug("memorized entry %d (%s, %s)", entry.index, entry.role, entry.uuid)
         log.info("memorized %d entries, ~%d tokens left out", len(marked), saved)
@@ -128,12 +130,13 @@ class InactivityMemorize(Handler):
         return sorted(set(keep))
 
 
-
 def _saving(session: Session, entry: Entry, memo: dict[str, Any]) -> int:
     """Tokens the entry would stop sending once memorized with ``memo``."""
     history = session.history
     reduced = reduce_content(entry.content, memo, history.tool_name)
     return max(0, history.sent_tokens(entry) - content_tokens(reduced))
+
+
 def _only_excluded_tools(session: Session, entry: Entry, excluded: set[str]) -> bool:
     ids = entry.tool_use_ids + entry.tool_result_ids
     return all(session.history.tool_name(i) in excluded for i in ids)

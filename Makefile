@@ -1,0 +1,25 @@
+# Two commands on a fresh machine: `make demo` (replay the bundled transcript) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench
+
+demo: $(VENV)/.installed
+	$(BIN)/stenograph replay examples/demo-session.jsonl
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check stenograph tests benchmarks examples
+
+bench: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python benchmarks/engine_overhead.py
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@

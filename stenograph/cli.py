@@ -1,0 +1,190 @@
+"""The ``stenograph`` command: replay, handlers, presets, check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic.alias_generators import to_camel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .engine.discovery import HandlerCatalog
+from .engine.engine import Engine
+from .engine.errors import StenographError
+from .engine.presets import builtin_names, load_preset
+from .integrations.transcripts import TranscriptError
+from .replay import ReplayReport, replay
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (StenographError, TranscriptError, OSError) as exc:
+        err.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stenograph", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    cmd = commands.add_parser("replay", help="replay a recorded conversation through a preset")
+    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
+    cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
+    cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
+    cmd.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    cmd.set_defaults(run=_replay)
+    cmd = commands.add_parser("handlers", help="list available handlers and their settings")
+    cmd.set_defaults(run=_handlers)
+    cmd = commands.add_parser("presets", help="list built-in presets")
+    cmd.set_defaults(run=_presets)
+    cmd = commands.add_parser("check", help="validate a preset and show every resolved setting")
+    cmd.add_argument("preset", help="built-in preset name or .toml file")
+    cmd.set_defaults(run=_check)
+    return parser
+
+
+def _replay(args: argparse.Namespace) -> int:
+    if args.json or not err.is_terminal:
+        report = replay(args.transcript, args.preset, args.state_dir)
+    else:
+        columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=err, transient=True) as bar:
+            task = bar.add_task("replay", total=None)
+            report = replay(
+                args.transcript,
+                args.preset,
+                args.state_dir,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        _print_report(report)
+    return 0
+
+
+def _print_report(report: ReplayReport) -> None:
+    saved = report.tokens_full - report.tokens_sent
+    share = f" ({saved / report.tokens_full:.1%} less)" if report.tokens_full else ""
+    out.print(
+        f"[bold]{report.transcript}[/] ({report.format}) with preset [bold]{report.preset}[/]"
+    )
+    table = Table(show_header=False, box=None)
+    table.add_row("model calls replayed", f"{report.calls:,}")
+    table.add_row("tokens, full history", f"{report.tokens_full:,}")
+    table.add_row("tokens, as sent", f"{report.tokens_sent:,}{share}")
+    table.add_row("entries memorized", f"{report.memorized_entries:,}")
+    table.add_row("extractions", f"{len(report.extractions):,}")
+    table.add_row("memory file", report.memory_file or "-")
+    table.add_row("handler errors", f"{len(report.handler_errors):,}")
+    table.add_row("session state", report.session_folder or "(in memory)")
+    if report.skipped_lines:
+        table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")
+    out.print(table)
+    _print_rows(
+        "memorize",
+        ("before call", "gap", "entries", "tokens saved"),
+        [
+            (
+                e["before_assistant_index"],
+                f"{e['gap_seconds']:,.0f} s",
+                e["entries"],
+                f"{e['tokens_saved']:,}",
+            )
+            for e in report.memorize_events
+        ],
+    )
+    _print_rows(
+        "extractions",
+        ("after call", "tokens", "tool calls", "why"),
+        [
+            (e["after_assistant_index"], f"{e['tokens']:,}", e["tool_calls"], e["reason"])
+            for e in report.extractions
+        ],
+    )
+    for problem in report.handler_errors:
+        err.print(f"handler {problem['handler']} failed in {problem['phase']}: {problem['error']}")
+
+
+def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+    if not rows:
+        return
+    table = Table(title=title, title_justify="left")
+    for name in header:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*(str(cell) for cell in row))
+    out.print(table)
+
+
+def _handlers(_args: argparse.Namespace) -> int:
+    catalog = HandlerCatalog(Engine.plugin_manager())
+    status = 0
+    for name in catalog.names():
+        try:
+            handler = catalog.get(name)
+        except StenographError as exc:
+            err.print(f"[red]{name}[/] ({catalog.origin(name)}): {exc}")
+            status = 1
+            continue
+        where = f"{handler.phase or 'any phase'}, {catalog.origin(name)}"
+        out.print(f"[bold]{name}[/] ({where}): {handler.summary}")
+        table = Table(box=None, padding=(0, 2, 0, 2))
+        for column in ("setting", "type", "default", "description"):
+            table.add_column(column)
+        for field_name, info in handler.Settings.model_fields.items():
+            default = info.get_default(call_default_factory=True)
+            table.add_row(
+                to_camel(field_name),
+                _type_name(info.annotation),
+                repr(default),
+                info.description or "",
+            )
+        out.print(table)
+    return status
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def _presets(_args: argparse.Namespace) -> int:
+    table = Table("preset", "handlers", "description")
+    for name in builtin_names():
+        preset = load_preset(name)
+        table.add_row(name, ", ".join(s.handler for s in preset.slots), preset.description)
+    out.print(table)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    engine = Engine.from_preset(args.preset)
+    preset = engine.preset
+    out.print(f"[green]ok[/] preset [bold]{preset.name}[/] ({' -> '.join(preset.files)})")
+    if preset.strict:
+        out.print("strict = true: handler failures raise")
+    for slot in engine.slots:
+        table = Table(title=f"handlers[{slot.index}]: {slot.name}", title_justify="left")
+        table.add_column("setting", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        table.add_column("set by", overflow="fold")
+        values = slot.settings.values
+        for field_name in type(values).model_fields:
+            value = repr(getattr(values, field_name))
+            table.add_row(to_camel(field_name), value, slot.settings.origins[field_name])
+        out.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

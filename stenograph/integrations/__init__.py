@@ -1,0 +1,1 @@
+"""Adapters between stenograph and the outside world (recorded transcripts, agent frameworks)."""

@@ -1,0 +1,156 @@
+"""Replaying a recorded conversation through a preset, on a simulated clock."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .engine.clock import ManualClock, parse_timestamp
+from .engine.engine import Engine
+from .engine.events import EntriesMemorized, HandlerFailed
+from .engine.session import Session
+from .integrations.transcripts import Transcript, read_transcript
+
+REPLAY_SYSTEM = "You are a coding agent. (System prompt not recorded in the transcript.)"
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did; ``to_json()`` gives the documented JSON keys."""
+
+    transcript: str
+    format: str
+    preset: str
+    session_folder: str | None
+    calls: int = 0
+    tokens_full: int = 0
+    tokens_sent: int = 0
+    memorized_entries: int = 0
+    memorize_events: list[dict[str, Any]] = field(default_factory=list)
+    extractions: list[dict[str, Any]] = field(default_factory=list)
+    memory_file: str | None = None
+    handler_errors: list[dict[str, Any]] = field(default_factory=list)
+    pairing_violations: int = 0
+    skipped_lines: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict."""
+        return asdict(self)
+
+
+def session_id_for(path: Path) -> str:
+    """A session id derived from the transcript's file name."""
+    return "replay-" + (re.sub(r"[^A-Za-z0-9._-]", "-", path.stem).strip(".-") or "transcript")
+
+
+def replay(
+    path: str | Path,
+    preset: str | Path = "default",
+    state_dir: str | Path | None = ".stenograph",
+    overrides: dict[Any, dict[str, Any]] | None = None,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """Replay ``path``: for each assistant message, append the inputs before it, run
+    pre-call at the input's time, then post-sampling with the message as the response.
+    The session folder ``<state_dir>/replay-<name>`` is started afresh."""
+    transcript = read_transcript(path)
+    engine = Engine.from_preset(preset, overrides)
+    session_id = session_id_for(Path(path))
+    if state_dir is not None:
+        shutil.rmtree(Path(state_dir) / session_id, ignore_errors=True)
+    clock = ManualClock(_first_time(transcript))
+    session = engine.open_session(session_id, state_dir=state_dir, clock=clock)
+    report = ReplayReport(
+        transcript=str(path),
+        format=transcript.format,
+        preset=engine.preset.name,
+        session_folder=str(session.folder) if session.folder else None,
+        skipped_lines=transcript.skipped_lines,
+        warnings=list(transcript.warnings),
+    )
+    try:
+        _run(session, clock, transcript, report, progress)
+    finally:
+        session.close()
+    _summarise(session, report)
+    return report
+
+
+def _first_time(transcript: Transcript) -> float:
+    for message in transcript.messages:
+        moment = parse_timestamp(message.get("timestamp"))
+        if moment is not None:
+            return moment
+    return 0.0
+
+
+def _run(
+    session: Session,
+    clock: ManualClock,
+    transcript: Transcript,
+    report: ReplayReport,
+    progress: Progress | None,
+) -> None:
+    total = len(transcript.messages)
+    for done, message in enumerate(transcript.messages, 1):
+        _advance(clock, message)
+        if message.get("uuid") in session.history.by_uuid:
+            report.warnings.append(f"message {done}: duplicate uuid {message['uuid']}, replaced")
+            message = {k: v for k, v in message.items() if k != "uuid"}
+        if message.get("role") == "assistant":
+            _call(session, message, report)
+        else:
+            session.append(message)
+        if progress:
+            progress(done, total)
+
+
+def _advance(clock: ManualClock, message: dict[str, Any]) -> None:
+    moment = parse_timestamp(message.get("timestamp"))
+    if moment is not None and moment > clock.now:
+        clock.set(moment)
+
+
+def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> None:
+    index = report.calls
+    seen = len(session.events)
+    model = str(message.get("model") or (message.get("meta") or {}).get("model") or "replay")
+    session.pre_call(model=model, system=REPLAY_SYSTEM)
+    full, sent = session.history.token_totals()
+    report.tokens_full += full
+    report.tokens_sent += sent
+    for event in session.events[seen:]:
+        if isinstance(event, EntriesMemorized):
+            report.memorize_events.append(
+                {
+                    "before_assistant_index": index,
+                    "gap_seconds": round(event.gap_seconds, 3),
+                    "entries": len(event.uuids),
+                    "tokens_saved": event.tokens_saved,
+                }
+            )
+    session.post_sampling(message)
+    session.wait_for_background()
+    report.calls += 1
+
+
+def _summarise(session: Session, report: ReplayReport) -> None:
+    report.memorized_entries = sum(1 for e in session.history if e.memorized)
+    for event in session.events:
+        if isinstance(event, HandlerFailed):
+            report.handler_errors.append(
+                {
+                    "handler": event.handler,
+                    "slot": event.slot,
+                    "phase": event.phase,
+                    "error": event.error,
+                }
+            )
+        elif event.kind == "PairingViolation":
+            report.pairing_violations += 1

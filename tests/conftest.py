@@ -1,0 +1,28 @@
+"""Shared fixtures: the real transcripts beside the project, clocks, small histories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+TRANSCRIPTS = SHARED_DATA / "transcripts"
+DEMO = ROOT / "examples" / "demo-session.jsonl"
+
+
+def real_transcripts() -> list[Path]:
+    """Every file of the development set (none when ../shared/data is absent)."""
+    if not TRANSCRIPTS.is_dir():
+        return []
+    suffixes = {".jsonl", ".json", ".traj"}
+    return sorted(p for p in TRANSCRIPTS.rglob("*") if p.is_file() and p.suffix in suffixes)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The real transcripts folder, or a skip when this checkout has no ../shared/data."""
+    if not TRANSCRIPTS.is_dir():
+        pytest.skip("../shared/data/transcripts is absent (fresh clone without shared data)")
+    return TRANSCRIPTS

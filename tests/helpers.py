@@ -1,0 +1,69 @@
+"""Builders for small histories used across the tests."""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import Any
+
+import stenograph
+
+_ids = count(1)
+
+
+def tool_turn(name: str = "Read", **tool_input: Any) -> tuple[dict[str, Any], str]:
+    """An assistant message with one tool_use, and the tool_use id."""
+    tool_id = f"toolu_{next(_ids):04d}"
+    message = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": f"Calling {name}."},
+            {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input or {"x": 1}},
+        ],
+        "usage": {"input_tokens": 100, "output_tokens": 20},
+    }
+    return message, tool_id
+
+
+def tool_result(tool_id: str, text: str, is_error: bool = False) -> dict[str, Any]:
+    """A user message answering ``tool_id``."""
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id, "content": text}
+    if is_error:
+        block["is_error"] = True
+    return {"role": "user", "content": [block]}
+
+
+def text_reply(text: str = "Done.") -> dict[str, Any]:
+    """An assistant message with text only (a quiet moment)."""
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def run_tool_calls(
+    session: stenograph.Session,
+    clock: stenograph.ManualClock,
+    n: int,
+    size: int = 4000,
+    name: str = "Read",
+    step: float = 5.0,
+) -> list[str]:
+    """``n`` rounds of: pre_call, a response calling ``name``, its result. Returns tool ids."""
+    ids = []
+    for _ in range(n):
+        session.pre_call(model="m")
+        clock.advance(step)
+        message, tool_id = tool_turn(name, path=f"/src/file{len(ids)}.py")
+        session.post_sampling(message)
+        clock.advance(step)
+        session.append(tool_result(tool_id, "x" * size))
+        ids.append(tool_id)
+    return ids
+
+
+def open_session(
+    preset: str = "default", state_dir: Any = None, **kwargs: Any
+) -> tuple[stenograph.Session, stenograph.ManualClock]:
+    """A session on ``preset`` with a manual clock at t=1,000,000."""
+    clock = stenograph.ManualClock(1_000_000.0)
+    engine = stenograph.Engine.from_preset(preset, **kwargs)
+    session = engine.open_session("test", state_dir=state_dir, clock=clock)
+    session.append({"role": "user", "content": "Fix the failing test."})
+    return session, clock

@@ -1,0 +1,310 @@
+"""The engine: dispatch order, plugin rules, failure isolation, pairing guard, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import anthropic.types
+import pytest
+from helpers import open_session, run_tool_calls, text_reply, tool_result, tool_turn
+
+import stenograph
+
+CALLS: list[str] = []
+
+
+def recorder(handler_name: str) -> type[stenograph.Handler]:
+    """A handler class that records the order of its phase calls."""
+
+    class Recorder(stenograph.Handler):
+        name = handler_name
+
+        @stenograph.hookimpl
+        def pre_call(self, call, state):
+            CALLS.append(f"pre:{self.name}")
+            state["calls"] = state.get("calls", 0) + 1
+
+        @stenograph.hookimpl
+        def post_sampling(self):
+            CALLS.append(f"post:{self.name}")
+
+    return Recorder
+
+
+A, B, C = recorder("a"), recorder("b"), recorder("c")
+
+
+def preset(tmp_path, *names: str, extra: str = "") -> str:
+    path = tmp_path / "p.toml"
+    slots = "".join(f'[[handlers]]\nuse = "{n}"\n' for n in names)
+    path.write_text(extra + slots)
+    return str(path)
+
+
+def test_handlers_run_in_preset_order(tmp_path):
+    CALLS.clear()
+    engine = stenograph.Engine.from_preset(preset(tmp_path, "c", "a", "b"), handlers=[A, B, C])
+    session = engine.open_session("s", state_dir=None)
+    session.append({"role": "user", "content": "hi"})
+    session.pre_call(model="m")
+    session.post_sampling(text_reply())
+    assert CALLS == ["pre:c", "pre:a", "pre:b", "post:c", "post:a", "post:b"]
+    assert [s.name for s in engine.slots] == ["c", "a", "b"]
+
+
+def test_same_handler_twice_gets_two_slots_with_own_state(tmp_path):
+    engine = stenograph.Engine.from_preset(preset(tmp_path, "a", "a"), handlers=[A])
+    session = engine.open_session("s", state_dir=None)
+    session.pre_call(model="m")
+    assert [s.state_key for s in engine.slots] == ["a", "a#2"]
+    assert session.handler_state("a") == {"calls": 1} == session.handler_state("a#2")
+
+
+@pytest.mark.parametrize("marker", ["tryfirst", "trylast", "hookwrapper", "wrapper"])
+def test_ordering_markers_are_refused(tmp_path, marker):
+    class Pushy(stenograph.Handler):
+        name = "pushy"
+
+        @stenograph.hookimpl(**{marker: True})
+        def pre_call(self, call):
+            yield
+
+    with pytest.raises(stenograph.PluginError, match=f"marks pre_call with {marker}"):
+        stenograph.Engine.from_preset(preset(tmp_path, "pushy"), handlers=[Pushy])
+
+
+def test_misnamed_hook_and_unknown_argument_are_refused(tmp_path):
+    class Typo(stenograph.Handler):
+        name = "typo"
+
+        @stenograph.hookimpl
+        def pre_cal(self, call):
+            pass
+
+    class BadArg(stenograph.Handler):
+        name = "badarg"
+
+        @stenograph.hookimpl
+        def pre_call(self, request):
+            pass
+
+    for handler in (Typo, BadArg):
+        with pytest.raises(stenograph.PluginError, match=f"handler '{handler.name}'"):
+            stenograph.Engine.from_preset(preset(tmp_path, handler.name), handlers=[handler])
+
+
+def test_handler_class_must_subclass_handler_and_names_are_unique(tmp_path):
+    class NotAHandler:
+        name = "x"
+
+    with pytest.raises(stenograph.PluginError, match="not a subclass of stenograph.Handler"):
+        stenograph.Engine.from_preset("default", handlers=[NotAHandler])
+
+    class Clash(stenograph.Handler):
+        name = "inactivity-memorize"
+
+    with pytest.raises(stenograph.PluginError, match="claimed twice: by built-in"):
+        stenograph.Engine.from_preset("default", handlers=[Clash])
+
+
+class Boom(stenograph.Handler):
+    name = "boom"
+
+    @stenograph.hookimpl
+    def pre_call(self, call):
+        raise RuntimeError("kaput")
+
+
+def test_a_failing_handler_never_breaks_the_call(tmp_path, caplog):
+    CALLS.clear()
+    engine = stenograph.Engine.from_preset(preset(tmp_path, "boom", "a"), handlers=[Boom, A])
+    session = engine.open_session("s", state_dir=None)
+    session.append({"role": "user", "content": "hi"})
+    request = session.pre_call(model="m")
+    assert request["messages"] == [{"role": "user", "content": "hi"}]
+    assert CALLS == ["pre:a"]
+    failure = session.events[0]
+    assert isinstance(failure, stenograph.HandlerFailed)
+    assert (failure.handler, failure.slot, failure.phase) == ("boom", 0, "pre_call")
+    assert "RuntimeError: kaput" in failure.error
+    assert "handler 'boom' (slot 0) failed in pre_call" in caplog.text
+
+
+def test_strict_preset_raises_handler_errors(tmp_path):
+    path = preset(tmp_path, "boom", extra="strict = true\n")
+    session = stenograph.Engine.from_preset(path, handlers=[Boom]).open_session("s", None)
+    with pytest.raises(stenograph.HandlerError, match="handler 'boom' .* failed in pre_call"):
+        session.pre_call(model="m")
+
+
+def test_pairing_guard_flags_an_unanswered_tool_call(tmp_path):
+    strict = preset(tmp_path, "inactivity-memorize", extra="strict = true\n")
+    for path, raises in (("default", False), (strict, True)):
+        session = stenograph.Engine.from_preset(path).open_session("s", None)
+        session.append({"role": "user", "content": "hi"})
+        message, _ = tool_turn()
+        session.append(message)
+        session.append({"role": "user", "content": "never mind"})
+        if raises:
+            with pytest.raises(stenograph.PairingError, match="has no tool_result"):
+                session.pre_call(model="m")
+        else:
+            session.pre_call(model="m")
+            assert isinstance(session.events[-1], stenograph.PairingViolation)
+
+
+def test_check_pairing_on_hand_built_requests():
+    use = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t", "name": "R", "input": {}}],
+    }
+    answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]}
+    stray = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz"}]}
+    assert stenograph.check_pairing([{"role": "user", "content": "q"}, use, answer]) == []
+    assert stenograph.check_pairing([stray])
+    assert stenograph.check_pairing([{"role": "user", "content": "q"}, use])
+    twice = {"role": "user", "content": answer["content"] * 2}
+    assert "answered twice" in stenograph.check_pairing([use, twice])[0]
+
+
+def test_request_shape_and_merged_user_entries():
+    session, clock = open_session()
+    session.pre_call(model="m")
+    message, tool_id = tool_turn()
+    session.post_sampling(message)
+    session.append({"role": "user", "content": "(also: use pytest)"})
+    session.append(tool_result(tool_id, "data"))
+    request = session.pre_call(model="m", system="sys", tools=[{"name": "Read"}], temperature=0)
+    assert list(request) == ["model", "system", "tools", "messages", "temperature"]
+    last = request["messages"][-1]["content"]
+    assert [b["type"] for b in last] == ["tool_result", "text"]
+    assert "system" not in session.pre_call(model="m")
+
+
+def test_bad_messages_are_refused_and_nothing_is_appended():
+    session, _ = open_session()
+    for bad in (
+        "text",
+        {"role": "system", "content": "x"},
+        {"role": "user", "content": 5},
+        {"role": "user", "content": [{"text": "no type"}]},
+    ):
+        with pytest.raises(stenograph.EntryError):
+            session.append(bad)
+    assert len(session.history) == 1
+    with pytest.raises(ValueError, match="already in the history"):
+        session.append({"role": "user", "content": "again", "uuid": session.history[0].uuid})
+    assert len(session.history) == 1
+
+
+@pytest.mark.parametrize("bad_id", ["", "../x", "a/b", "..", ".hidden", "x" * 201])
+def test_session_ids_must_be_safe_folder_names(bad_id):
+    with pytest.raises(ValueError, match="invalid session id"):
+        stenograph.Engine.from_preset("default").open_session(bad_id, state_dir=None)
+
+
+def test_post_sampling_takes_an_anthropic_message():
+    session, _ = open_session()
+    session.pre_call(model="m")
+    message = anthropic.types.Message(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        model="claude-sonnet-4-5",
+        content=[anthropic.types.TextBlock(type="text", text="Hello")],
+        stop_reason="end_turn",
+        stop_sequence=None,
+        usage=anthropic.types.Usage(input_tokens=10, output_tokens=3, cache_read_input_tokens=7),
+    )
+    entry = session.post_sampling(message)
+    assert entry.content == [{"type": "text", "text": "Hello"}]
+    assert entry.usage == {"input_tokens": 10, "output_tokens": 3, "cache_read_input_tokens": 7}
+    assert entry.meta["id"] == "msg_1"
+
+
+def test_async_phases():
+    session, _ = open_session()
+
+    async def turn():
+        request = await session.apre_call(model="m")
+        await session.apost_sampling(text_reply())
+        return request
+
+    assert asyncio.run(turn())["messages"][0]["content"] == "Fix the failing test."
+    assert session.history[-1].role == "assistant"
+
+
+def test_state_survives_close_and_reopen(tmp_path):
+    session, clock = open_session(state_dir=tmp_path)
+    run_tool_calls(session, clock, 3)
+    session.pre_call(model="m")
+    session.post_sampling(text_reply())
+    clock.advance(600)
+    session.append({"role": "user", "content": "back"})
+    before = session.pre_call(model="m")
+    session.handler_state("inactivity-memorize")["note"] = "kept"
+    session.close()
+    again = session.engine.open_session("test", state_dir=tmp_path, clock=clock)
+    assert [e.uuid for e in again.history] == [e.uuid for e in session.history]
+    assert [e.memorized for e in again.history] == [e.memorized for e in session.history]
+    assert json.dumps(again.pre_call(model="m")) == json.dumps(before)
+    assert again.handler_state("inactivity-memorize") == {"note": "kept"}
+    assert (tmp_path / "test").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_torn_journal_line_is_skipped(tmp_path, caplog):
+    session, clock = open_session(state_dir=tmp_path)
+    run_tool_calls(session, clock, 1)
+    session.close()
+    with (tmp_path / "test" / "journal.jsonl").open("a") as journal:
+        journal.write('{"op": "append", "entry": {"role": "us')
+    again = session.engine.open_session("test", state_dir=tmp_path)
+    assert len(again.history) == len(session.history)
+    assert "corrupt journal line" in caplog.text
+    again.append({"role": "user", "content": "still works"})
+    again.close()
+    third = session.engine.open_session("test", state_dir=tmp_path)
+    assert third.history[-1].content == "still works"
+
+
+def test_context_size_is_anchored_on_the_newest_usage():
+    session, _ = open_session()
+    history = session.history
+    assert history.context_size() == history.full_tokens(history[0])
+    session.pre_call(model="m")
+    usage = {
+        "input_tokens": 5000,
+        "cache_creation_input_tokens": 100,
+        "cache_read_input_tokens": 2000,
+        "output_tokens": 50,
+    }
+    session.post_sampling({**text_reply(), "usage": usage})
+    assert history.context_size() == 7150
+    session.append({"role": "user", "content": "word " * 400})
+    assert history.context_size() == 7150 + history.full_tokens(history[-1])
+    assert history.context_size("chars4") == 7150 + 500
+
+
+def test_images_count_flat():
+    session, _ = open_session()
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 100_000},
+    }
+    entry = session.append({"role": "user", "content": [image]})
+    assert session.history.full_tokens(entry) == 2000
+    assert session.history.full_tokens(entry, "chars4") == 2000
+
+
+def test_special_token_text_is_counted_as_text():
+    session, _ = open_session()
+    entry = session.append({"role": "user", "content": "<|endoftext|> and <|fim_prefix|>"})
+    assert session.history.full_tokens(entry) > 5
+
+
+def test_background_work_is_awaited():
+    session, _ = open_session()
+    done = []
+    session.run_in_background("job", lambda: done.append(1))
+    assert session.wait_for_background(5) and done == [1]
