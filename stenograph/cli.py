@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
     cmd.add_argument("--json", action="store_true", help="print the report as one JSON object")
     cmd.set_defaults(run=_replay)
+    cmd = commands.add_parser("explain", help="replay, then print update-threshold's decisions")
+    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
+    cmd.add_argument("--preset", default="coding-agent", help="built-in preset name or .toml file")
+    cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
+    cmd.add_argument("--json", action="store_true", help="print the decisions as JSON")
+    cmd.set_defaults(run=_explain)
     cmd = commands.add_parser("handlers", help="list available handlers and their settings")
     cmd.set_defaults(run=_handlers)
     cmd = commands.add_parser("presets", help="list built-in presets")
@@ -53,19 +59,48 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _replay(args: argparse.Namespace) -> int:
+def _run_replay(args: argparse.Namespace) -> ReplayReport:
     if args.json or not err.is_terminal:
-        report = replay(args.transcript, args.preset, args.state_dir)
-    else:
-        columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=err, transient=True) as bar:
-            task = bar.add_task("replay", total=None)
-            report = replay(
-                args.transcript,
-                args.preset,
-                args.state_dir,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
+        return replay(args.transcript, args.preset, args.state_dir)
+    columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("replay", total=None)
+        return replay(
+            args.transcript,
+            args.preset,
+            args.state_dir,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+
+
+def _explain(args: argparse.Namespace) -> int:
+    report = _run_replay(args)
+    if args.json:
+        print(json.dumps(report.decisions, indent=2))
+        return 0
+    if not report.decisions:
+        out.print(f"preset {report.preset} has no update-threshold slot: nothing to explain")
+        return 0
+    table = Table(title=f"update-threshold decisions ({report.preset})", title_justify="left")
+    for column in ("call", "tokens", "growth", "tools", "quiet", "extract", "why"):
+        table.add_column(column, overflow="fold")
+    for d in report.decisions:
+        table.add_row(
+            str(d["after_assistant_index"]),
+            f"{d['tokens']:,}",
+            f"{d['growth']:,}",
+            str(d["tool_calls"]),
+            "yes" if d["quiet"] else "no",
+            "[bold green]yes[/]" if d["extract"] else "no",
+            d["reason"],
+        )
+    out.print(table)
+    out.print(f"{len(report.extractions)} extraction(s) in {report.calls} calls")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    report = _run_replay(args)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
-from .engine.events import EntriesMemorized, HandlerFailed
+from .engine.events import EntriesMemorized, HandlerFailed, ThresholdDecision
 from .engine.session import Session
 from .integrations.transcripts import Transcript, read_transcript
 
@@ -35,13 +35,17 @@ class ReplayReport:
     extractions: list[dict[str, Any]] = field(default_factory=list)
     memory_file: str | None = None
     handler_errors: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     pairing_violations: int = 0
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-safe dict."""
-        return asdict(self)
+    def to_json(self, decisions: bool = False) -> dict[str, Any]:
+        """A JSON-safe dict (the per-call ``decisions`` only when asked for)."""
+        data = asdict(self)
+        if not decisions:
+            del data["decisions"]
+        return data
 
 
 def session_id_for(path: Path) -> str:
@@ -135,9 +139,22 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
                     "tokens_saved": event.tokens_saved,
                 }
             )
+    seen = len(session.events)
     session.post_sampling(message)
     session.wait_for_background()
+    for event in session.events[seen:]:
+        if isinstance(event, ThresholdDecision):
+            decision = {"after_assistant_index": index, **_decision(event)}
+            report.decisions.append(decision)
+            if event.extract:
+                keys = ("after_assistant_index", "tokens", "tool_calls", "reason")
+                report.extractions.append({k: decision[k] for k in keys})
     report.calls += 1
+
+
+def _decision(event: ThresholdDecision) -> dict[str, Any]:
+    keys = ("tokens", "growth", "tool_calls", "quiet", "initialized", "extract", "reason")
+    return {k: getattr(event, k) for k in keys}
 
 
 def _summarise(session: Session, report: ReplayReport) -> None:

@@ -14,7 +14,10 @@ from .errors import PluginError
 from .handler import Handler
 
 ENTRY_POINT_GROUP = "stenograph.handlers"
-DEFAULT_HANDLERS = ("stenograph.handlers.inactivity_memorize",)
+DEFAULT_HANDLERS = (
+    "stenograph.handlers.inactivity_memorize",
+    "stenograph.handlers.update_threshold",
+)
 log = logging.getLogger("stenograph.engine.discovery")
 
 

@@ -86,6 +86,11 @@ class Engine:
         ``state_dir=None`` keeps everything in memory."""
         return Session(self, session_id, state_dir=state_dir, clock=clock)
 
+    @property
+    def has_extractor(self) -> bool:
+        """Whether a slot takes the extraction requests that other handlers file."""
+        return any(s.handler.takes_extraction_requests for s in self.slots)
+
     def slot(self, name: str) -> Slot:
         """The first slot running the handler ``name``."""
         for slot in self.slots:

@@ -58,3 +58,17 @@ class Custom(Event):
 
     name: str
     data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThresholdDecision(Event):
+    """update-threshold's decision after a response: the figures and the outcome."""
+
+    response_uuid: str
+    tokens: int
+    growth: int
+    tool_calls: int
+    quiet: bool
+    initialized: bool
+    extract: bool
+    reason: str

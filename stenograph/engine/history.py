@@ -38,6 +38,7 @@ class History:
         self._message_of: dict[int, int] = {}
         self._changed: set[int] = set()
         self._tallies: dict[str, _Tally] = {}
+        self._tool_calls = [0]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -61,8 +62,17 @@ class History:
             self.tool_result_entry.setdefault(tool_id, entry)
         if entry.has_tools and not entry.memorized:
             self.unmemorized_tool_entries[entry.index] = entry
+        calls = len(entry.tool_use_ids) if entry.role == "assistant" else 0
+        self._tool_calls.append(self._tool_calls[-1] + calls)
         self._place(entry)
         return entry
+
+    def tool_calls_after(self, uuid: str | None) -> int:
+        """tool_use blocks in assistant entries after the entry ``uuid`` (all of them when
+        ``uuid`` is None or unknown); O(1)."""
+        entry = self.by_uuid.get(uuid) if uuid else None
+        before = self._tool_calls[entry.index + 1] if entry is not None else 0
+        return self._tool_calls[-1] - before
 
     def tool_name(self, tool_use_id: str) -> str:
         """The name of the tool a tool_use id called ('' when unknown)."""

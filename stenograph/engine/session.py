@@ -16,6 +16,7 @@ from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, entry_from_record, make_entry
 from .errors import PairingError
 from .events import Event, PairingViolation
+from .extraction import ExtractionDesk
 from .history import History
 from .store import SessionStore, check_session_id
 
@@ -49,6 +50,7 @@ class Session:
         self._background: dict[str, threading.Thread] = {}
         self._state: dict[str, Any] = {"handlers": {}}
         self._closed = False
+        self.extractions = ExtractionDesk(engine.has_extractor, on_change=self.save_state)
         self._load()
         self.engine.dispatch("session_opened", self)
 
@@ -136,6 +138,11 @@ class Session:
     def previous_response(self) -> Entry | None:
         """The newest assistant entry."""
         return self._last_response
+
+    def save_state(self) -> None:
+        """Save the handlers' state now if it changed (it is also saved after each phase)."""
+        with self._lock:
+            self._save_state_if_changed()
 
     def handler_state(self, key: str) -> dict[str, Any]:
         """The persisted dict of one handler slot (created empty)."""

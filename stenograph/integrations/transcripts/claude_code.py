@@ -58,10 +58,7 @@ class _Record:
 def parse_claude_code(rows: list[tuple[int, Any]], log: Log) -> list[dict]:
     """Messages of the newest branch of a session, with streamed chunks merged."""
     records = _load(rows, log)
-    by_uuid: dict[str, _Record] = {}
-    for record in records:
-        if record.uuid is not None:
-            by_uuid.setdefault(record.uuid, record)
+    by_uuid = {record.uuid: record for record in records if record.uuid is not None}
     leaf = _newest_leaf(records)
     if leaf is None:
         return []
@@ -74,15 +71,26 @@ def _str(value: Any) -> str | None:
 
 
 def _load(rows: list[tuple[int, Any]], log: Log) -> list[_Record]:
-    """Wrap every JSON object; count and report the lines that cannot be used."""
-    records = []
+    """Wrap every JSON object; count and report the lines that cannot be used.
+
+    A record repeating an earlier uuid is ignored with a warning.
+    """
+    records: list[_Record] = []
+    seen: set[str] = set()
     for line, value in rows:
         problem = _problem(value)
         if problem:
             log.skip(problem, line)
-        if isinstance(value, dict):
-            usable = problem is None and value["type"] in CONVERSATION
-            records.append(_Record(len(records), line, value, usable))
+        if not isinstance(value, dict):
+            continue
+        uuid = _str(value.get("uuid"))
+        if uuid in seen:
+            log.warn(f"duplicate uuid {uuid}; kept the first record", line)
+            continue
+        if uuid is not None:
+            seen.add(uuid)
+        usable = problem is None and value["type"] in CONVERSATION
+        records.append(_Record(len(records), line, value, usable))
     return records
 
 

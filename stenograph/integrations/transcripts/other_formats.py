@@ -68,7 +68,7 @@ def _is_event(value: Any) -> bool:
 def _openhands_message(event: dict, responses: set[str]) -> dict | None:
     """The message an event contributes, or None (state changes, system prompt, ...)."""
     metadata = as_dict(event.get("tool_call_metadata"))
-    text = event.get("content") if "content" in event else event.get("message")
+    text = event.get("content") or event.get("message")
     if "observation" in event:
         tool_use_id = metadata.get("tool_call_id")
         if isinstance(tool_use_id, str):

@@ -1,0 +1,115 @@
+"""update-threshold: decides when the session notes need refreshing (Claude Code's
+session-memory trigger), and files an extraction request when they do."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..engine.context import PostSamplingCall
+from ..engine.events import ThresholdDecision
+from ..engine.extraction import ExtractionRequest
+from ..engine.handler import Handler
+from ..engine.hookspecs import hookimpl
+from ..engine.session import Session
+from ..engine.settings import HandlerSettings
+
+log = logging.getLogger("stenograph.handlers.update_threshold")
+
+
+class UpdateThresholdSettings(HandlerSettings):
+    """Settings of update-threshold (defaults: Claude Code's)."""
+
+    minimum_message_tokens_to_init: int = Field(
+        10_000, ge=1, description="Context size (tokens, >= 1) before the first notes are written."
+    )
+    minimum_tokens_between_update: int = Field(
+        5_000, ge=1, description="Context growth (tokens, >= 1) required since the last update."
+    )
+    tool_calls_between_updates: int = Field(
+        3, ge=1, description="Tool calls (>= 1) since the last update that allow one mid-task."
+    )
+    token_estimator: Literal["tiktoken", "chars4"] = Field(
+        "tiktoken",
+        description="Estimates for entries after the newest reported usage: 'tiktoken'"
+        " (cl100k, bundled) or 'chars4' (Claude Code's characters / 4).",
+    )
+
+
+class UpdateThreshold(Handler):
+    """After each response: extract = growth >= minimum and (enough tool calls or quiet)."""
+
+    name = "update-threshold"
+    phase = "post-sampling"
+    summary = "Decides when the session notes need refreshing (Claude Code's trigger)."
+    Settings = UpdateThresholdSettings
+    settings: UpdateThresholdSettings
+
+    @hookimpl
+    def post_sampling(
+        self, session: Session, call: PostSamplingCall, state: dict[str, Any]
+    ) -> None:
+        """Decide, record the decision, and file an extraction request when it is positive."""
+        response = call.response
+        if response is None:
+            return
+        figures = self.decide(session, state, response.tool_use_ids == ())
+        call.emit(ThresholdDecision, response_uuid=response.uuid, **figures)
+        log.debug("decision after %s: %s", response.uuid, figures["reason"])
+        if figures["extract"]:
+            session.extractions.file(
+                ExtractionRequest(
+                    upto_uuid=response.uuid,
+                    upto_index=response.index,
+                    tokens=figures["tokens"],
+                    tool_calls=figures["tool_calls"],
+                    reason=figures["reason"],
+                    filed_at=call.now,
+                    on_success=lambda request: _advance(state, request),
+                )
+            )
+
+    def decide(self, session: Session, state: dict[str, Any], quiet: bool) -> dict[str, Any]:
+        """The decision's figures and outcome; marks the session initialized when due."""
+        s = self.settings
+        history = session.history
+        tokens = history.context_size(s.token_estimator)
+        tool_calls = history.tool_calls_after(state.get("lastExtractedUuid"))
+        figures = {"tokens": tokens, "tool_calls": tool_calls, "quiet": quiet, "extract": False}
+        if not state.get("initialized"):
+            if tokens < s.minimum_message_tokens_to_init:
+                reason = f"not initialized: {tokens:,} < {s.minimum_message_tokens_to_init:,}"
+                return {**figures, "growth": tokens, "initialized": False, "reason": reason}
+            state["initialized"] = True
+        base = int(state.get("tokensAtLastExtraction", 0))
+        if tokens < base:
+            state["tokensAtLastExtraction"] = base = tokens
+        growth = tokens - base
+        figures.update(growth=growth, initialized=True)
+        if growth < s.minimum_tokens_between_update:
+            return {**figures, "reason": f"growth {growth:,} < {s.minimum_tokens_between_update:,}"}
+        if tool_calls >= s.tool_calls_between_updates:
+            why = f"{tool_calls:,} tool calls >= {s.tool_calls_between_updates:,}"
+        elif quiet:
+            why = "quiet (the response calls no tool)"
+        else:
+            why = (
+                f"{tool_calls:,} tool calls < {s.tool_calls_between_updates:,}"
+                " and the response calls a tool"
+            )
+            return {**figures, "reason": f"growth {growth:,} ok, but {why}"}
+        return {**figures, "extract": True, "reason": f"growth {growth:,} and {why}"}
+
+
+def _advance(state: dict[str, Any], request: ExtractionRequest) -> None:
+    """Called when the extraction succeeded: the next window starts after it."""
+    state["tokensAtLastExtraction"] = request.tokens
+    state["lastExtractedUuid"] = request.upto_uuid
+
+
+@hookimpl
+def register_handlers(register: Any) -> None:
+    """Register update-threshold."""
+    register(UpdateThreshold)
