@@ -204,6 +204,8 @@ SETTING_KEYS = [
     "reduce_tool_inputs",
     "bogus",
     "keep_recent",
+    "toolCallsBetweenUpdates",
+    "minimum_tokens_between_update",
 ]
 VALUES = st.one_of(
     st.integers(-(10**6), 10**9),
@@ -247,8 +249,17 @@ def test_property_preset_validation_is_all_or_nothing(tmp_path, slots, handler):
         return
     for slot in engine.slots:
         values = slot.settings.values
-        assert values.inactivity_threshold_seconds >= 0 and values.keep_recent >= 0
-        assert values.min_tokens_saved >= 0 and isinstance(values.exclude_tools, list)
+        assert type(values).model_validate(values.model_dump()) == values
+        if slot.name == IM:
+            assert values.inactivity_threshold_seconds >= 0 and values.keep_recent >= 0
+            assert values.min_tokens_saved >= 0 and isinstance(values.exclude_tools, list)
+        else:
+            limits = (
+                values.minimum_message_tokens_to_init,
+                values.tool_calls_between_updates,
+                values.minimum_tokens_between_update,
+            )
+            assert min(limits) >= 1
 
 
 @settings(
