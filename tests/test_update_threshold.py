@@ -270,3 +270,24 @@ def test_real_sessions_fire_where_the_formula_does(path):
 def test_some_real_sessions_do_extract(shared_data):
     fired = sum(bool(reference_extractions(p)) for p in real_transcripts())
     assert fired >= 10
+
+
+def test_cli_explain_prints_the_decision_table(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import DEMO
+
+    base = [sys.executable, "-m", "stenograph", "explain", str(DEMO), "--state-dir", str(tmp_path)]
+    table = subprocess.run(
+        base, capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": ""}
+    )
+    assert table.returncode == 0, table.stderr
+    assert "growth 15,193 and 3 tool calls >= 3" in table.stdout
+    assert "2 extraction(s) in 11 calls" in table.stdout
+    data = json.loads(
+        subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=60).stdout
+    )
+    assert len(data) == 11 and [d["after_assistant_index"] for d in data if d["extract"]] == [1, 6]
+    assert set(data[0]) >= {"tokens", "growth", "tool_calls", "quiet", "extract", "reason"}
