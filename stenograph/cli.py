@@ -120,7 +120,8 @@ def _print_report(report: ReplayReport) -> None:
     table.add_row("tokens, as sent", f"{report.tokens_sent:,}{share}")
     table.add_row("entries memorized", f"{report.memorized_entries:,}")
     table.add_row("extractions", f"{len(report.extractions):,}")
-    table.add_row("memory file", report.memory_file or "-")
+    notes = f"{report.memory_file} ({report.notes_backend})" if report.memory_file else "-"
+    table.add_row("memory file", notes)
     table.add_row("handler errors", f"{len(report.handler_errors):,}")
     table.add_row("session state", report.session_folder or "(in memory)")
     if report.skipped_lines:
@@ -141,9 +142,15 @@ def _print_report(report: ReplayReport) -> None:
     )
     _print_rows(
         "extractions",
-        ("after call", "tokens", "tool calls", "why"),
+        ("after call", "tokens", "tool calls", "why", "notes"),
         [
-            (e["after_assistant_index"], f"{e['tokens']:,}", e["tool_calls"], e["reason"])
+            (
+                e["after_assistant_index"],
+                f"{e['tokens']:,}",
+                e["tool_calls"],
+                e["reason"],
+                e["status"],
+            )
             for e in report.extractions
         ],
     )

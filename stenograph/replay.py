@@ -11,7 +11,13 @@ from typing import Any
 
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
-from .engine.events import EntriesMemorized, HandlerFailed, ThresholdDecision
+from .engine.events import (
+    EntriesMemorized,
+    ExtractionFailed,
+    ExtractionFinished,
+    HandlerFailed,
+    ThresholdDecision,
+)
 from .engine.session import Session
 from .integrations.transcripts import Transcript, read_transcript
 
@@ -34,6 +40,7 @@ class ReplayReport:
     memorize_events: list[dict[str, Any]] = field(default_factory=list)
     extractions: list[dict[str, Any]] = field(default_factory=list)
     memory_file: str | None = None
+    notes_backend: str | None = None
     handler_errors: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     pairing_violations: int = 0
@@ -148,7 +155,12 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
             report.decisions.append(decision)
             if event.extract:
                 keys = ("after_assistant_index", "tokens", "tool_calls", "reason")
-                report.extractions.append({k: decision[k] for k in keys})
+                status = "written" if session.engine.has_extractor else "no extractor"
+                report.extractions.append({**{k: decision[k] for k in keys}, "status": status})
+        elif isinstance(event, ExtractionFinished):
+            report.memory_file, report.notes_backend = event.path, event.backend
+        elif isinstance(event, ExtractionFailed) and report.extractions:
+            report.extractions[-1]["status"] = f"failed: {event.error}"
     report.calls += 1
 
 

@@ -72,7 +72,7 @@ def _eligible_gaps(path) -> bool:
 
 @pytest.mark.parametrize("path", real_transcripts(), ids=lambda p: p.name[:24])
 def test_every_real_transcript_replays(tmp_path, path):
-    report = replay(path, strict_preset(tmp_path), state_dir=None)
+    report = replay(path, strict_preset(tmp_path), state_dir=tmp_path)
     assert report.handler_errors == [] and report.pairing_violations == 0
     assert report.calls == sum(m["role"] == "assistant" for m in read_transcript(path).messages)
     assert report.tokens_sent <= report.tokens_full

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import real_transcripts
 from helpers import tool_result
@@ -13,6 +15,7 @@ from stenograph.integrations.transcripts import read_transcript
 from stenograph.replay import replay
 
 UT = "update-threshold"
+THRESHOLD_ONLY = str(Path(__file__).parent / "presets" / "threshold-only.toml")
 
 
 def usage(total: int) -> dict[str, int]:
@@ -39,7 +42,7 @@ def response(total: int | None, tools: int = 0) -> dict:
 class Driver:
     """A session on update-threshold alone, fed responses with chosen usage."""
 
-    def __init__(self, state_dir=None, preset="coding-agent", handlers=(), **settings):
+    def __init__(self, state_dir=None, preset=THRESHOLD_ONLY, handlers=(), **settings):
         engine = stenograph.Engine.from_preset(preset, overrides={UT: settings}, handlers=handlers)
         self.engine, self.state_dir = engine, state_dir
         self.session = engine.open_session("t", state_dir=state_dir)
@@ -52,7 +55,7 @@ class Driver:
         self.session.pre_call(model="m")
         entry = self.session.post_sampling(response(total, tools))
         self.pending = list(entry.tool_use_ids)
-        return self.session.events[-1]
+        return next(e for e in reversed(self.session.events) if isinstance(e, ThresholdDecision))
 
     @property
     def state(self) -> dict:
@@ -260,9 +263,9 @@ def reference_extractions(path) -> list[int]:
 
 
 @pytest.mark.parametrize("path", real_transcripts(), ids=lambda p: p.name[:24])
-def test_real_sessions_fire_where_the_formula_does(path):
+def test_real_sessions_fire_where_the_formula_does(tmp_path, path):
     report = replay(
-        path, "coding-agent", state_dir=None, overrides={UT: {"tokenEstimator": "chars4"}}
+        path, "coding-agent", state_dir=tmp_path, overrides={UT: {"tokenEstimator": "chars4"}}
     )
     assert [e["after_assistant_index"] for e in report.extractions] == reference_extractions(path)
 

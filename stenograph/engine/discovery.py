@@ -17,6 +17,7 @@ ENTRY_POINT_GROUP = "stenograph.handlers"
 DEFAULT_HANDLERS = (
     "stenograph.handlers.inactivity_memorize",
     "stenograph.handlers.update_threshold",
+    "stenograph.handlers.forked_extraction",
 )
 log = logging.getLogger("stenograph.engine.discovery")
 

@@ -46,8 +46,10 @@ class Engine:
         preset: Preset,
         overrides: dict[Any, dict[str, Any]] | None = None,
         handlers: Iterable[type[Handler]] = (),
+        services: dict[str, Any] | None = None,
     ) -> None:
         self.preset = preset
+        self.services: dict[str, Any] = dict(services or {})
         self.strict = preset.strict
         self.pm = self.plugin_manager()
         self.catalog = HandlerCatalog(self.pm)
@@ -70,21 +72,24 @@ class Engine:
         preset: str | Path,
         overrides: dict[Any, dict[str, Any]] | None = None,
         handlers: Iterable[type[Handler]] = (),
+        services: dict[str, Any] | None = None,
     ) -> Engine:
         """A built-in preset name or a path to a ``.toml`` file. ``overrides`` maps a handler
         name (every slot of it) or a slot index to settings that beat every other layer;
-        ``handlers`` adds handler classes defined in the host application."""
-        return cls(load_preset(preset), overrides, handlers)
+        ``handlers`` adds handler classes defined in the host application; ``services``
+        hands objects to handlers (``{"anthropic": client}`` for forked-extraction)."""
+        return cls(load_preset(preset), overrides, handlers, services)
 
     def open_session(
         self,
         session_id: str,
         state_dir: str | Path | None = ".stenograph",
         clock: Clock | None = None,
+        services: dict[str, Any] | None = None,
     ) -> Session:
         """Open (or reopen, with its saved history and state) the session ``session_id``.
-        ``state_dir=None`` keeps everything in memory."""
-        return Session(self, session_id, state_dir=state_dir, clock=clock)
+        ``state_dir=None`` keeps everything in memory; ``services`` add to the engine's."""
+        return Session(self, session_id, state_dir=state_dir, clock=clock, services=services)
 
     @property
     def has_extractor(self) -> bool:

@@ -72,3 +72,44 @@ class ThresholdDecision(Event):
     initialized: bool
     extract: bool
     reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtractionStarted(Event):
+    """forked-extraction began writing the notes."""
+
+    backend: str
+    path: str
+    upto_uuid: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtractionFinished(Event):
+    """The notes were written."""
+
+    backend: str
+    path: str
+    upto_uuid: str
+    turns: int
+    input_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+    output_tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtractionFailed(Event):
+    """The notes were not written; the next positive decision retries."""
+
+    backend: str
+    path: str
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallRefused(Event):
+    """The fork called a tool the gate does not allow."""
+
+    tool: str
+    detail: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ExtractionRequest:
     reason: str
     filed_at: float
     on_success: Callable[[ExtractionRequest], None] | None = field(default=None, repr=False)
+    context: Any = field(default=None, repr=False)
     status: str = "pending"
     error: str | None = None
 

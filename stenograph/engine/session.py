@@ -36,8 +36,10 @@ class Session:
         session_id: str,
         state_dir: str | Path | None = ".stenograph",
         clock: Clock | None = None,
+        services: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine
+        self.services: dict[str, Any] = {**engine.services, **(services or {})}
         self.id = check_session_id(session_id)
         self.clock: Clock = clock or system_clock
         self.history = History()
@@ -49,6 +51,7 @@ class Session:
         self._last_response: Entry | None = None
         self._background: dict[str, threading.Thread] = {}
         self._state: dict[str, Any] = {"handlers": {}}
+        self._runtime: dict[str, dict[str, Any]] = {}
         self._closed = False
         self.extractions = ExtractionDesk(engine.has_extractor, on_change=self.save_state)
         self._load()
@@ -143,6 +146,11 @@ class Session:
         """Save the handlers' state now if it changed (it is also saved after each phase)."""
         with self._lock:
             self._save_state_if_changed()
+
+    def runtime_state(self, key: str) -> dict[str, Any]:
+        """A dict for one handler slot's live objects in this session (never saved)."""
+        with self._lock:
+            return self._runtime.setdefault(key, {})
 
     def handler_state(self, key: str) -> dict[str, Any]:
         """The persisted dict of one handler slot (created empty)."""

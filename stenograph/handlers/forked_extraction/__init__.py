@@ -1,0 +1,334 @@
+"""forked-extraction: an isolated background copy of the agent writes the session notes.
+
+It takes the extraction requests that update-threshold files, and runs — in the
+background, on a snapshot — either a fork of the agent through the Anthropic API (same
+model, system, tools and messages as the main thread, so its prompt cache is reused; only
+edits of the notes file pass the tool gate) or the deterministic offline writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from ...engine.context import PostSamplingCall
+from ...engine.events import (
+    Event,
+    ExtractionFailed,
+    ExtractionFinished,
+    ExtractionStarted,
+    ToolCallRefused,
+)
+from ...engine.extraction import ExtractionRequest
+from ...engine.handler import Handler
+from ...engine.hookspecs import hookimpl
+from ...engine.session import Session
+from ...engine.settings import HandlerSettings
+from .fork import ForkContext, ForkResult, run_fork
+from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
+from .memory_file import MemoryFile, NotesConflict, sections
+from .offline import offline_notes
+
+log = logging.getLogger("stenograph.handlers.forked_extraction")
+PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+REQUEST_KEYS = ("model", "system", "tools", "messages", "stream", "max_tokens")
+
+
+def _text_file(value: str | None) -> str | None:
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    try:
+        path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    return str(path)
+
+
+class ForkedExtractionSettings(HandlerSettings):
+    """Settings of forked-extraction."""
+
+    backend: Literal["auto", "anthropic", "offline"] = Field(
+        "auto",
+        description="'anthropic' (the official SDK), 'offline' (no model, no network) or"
+        " 'auto': anthropic when a client or ANTHROPIC_API_KEY is available, else offline.",
+    )
+    model: str | None = Field(None, description="Model of the fork (default: the main call's).")
+    max_turns: int = Field(5, ge=1, le=50, description="Most model calls one fork may make.")
+    max_output_tokens: int = Field(
+        4096, ge=256, le=64_000, description="max_tokens of each fork call."
+    )
+    edit_mode: Literal["auto", "host-tool", "own-tool", "rewrite"] = Field(
+        "auto",
+        description="How the fork edits: the host's edit tool ('host-tool'), a tool of"
+        " stenograph's added to the list ('own-tool': breaks the prompt cache), a fenced full"
+        " rewrite ('rewrite'), or 'auto' (host-tool when the host has one, else rewrite).",
+    )
+    memory_path: str | None = Field(
+        None,
+        description="Notes file; default <state_dir>/<session_id>/session-memory.md."
+        " May use {session_id}; a relative path is taken from the session folder (a"
+        " temporary folder for in-memory sessions).",
+    )
+    template_path: str | None = Field(None, description="Markdown file replacing the template.")
+    prompt_path: str | None = Field(
+        None, description="Text file replacing the prompt ({{currentNotes}}, {{notesPath}}, …)."
+    )
+    section_budget_tokens: int = Field(2000, ge=100, description="Tokens per section, at most.")
+    total_budget_tokens: int = Field(12_000, ge=500, description="Tokens of the whole file.")
+    timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of each call (s).")
+    max_retries: int = Field(2, ge=0, le=10, description="SDK retries of each fork call.")
+
+    _check_files = field_validator("template_path", "prompt_path")(_text_file)
+
+
+def _package_text(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+class ForkedExtraction(Handler):
+    """Writes the session notes in the background when update-threshold asks for it."""
+
+    name = "forked-extraction"
+    phase = "post-sampling"
+    summary = "An isolated background fork of the agent writes the session-memory file."
+    takes_extraction_requests = True
+    Settings = ForkedExtractionSettings
+    settings: ForkedExtractionSettings
+
+    def __init__(self, settings: ForkedExtractionSettings, slot: int = 0) -> None:
+        super().__init__(settings, slot)
+        self.template = _read(settings.template_path) or _package_text("template.md")
+        self.prompt = _read(settings.prompt_path) or _package_text("prompt.md")
+        self.key = f"{slot}:{self.name}"
+
+    @hookimpl
+    def post_sampling(self, session: Session, call: PostSamplingCall) -> None:
+        """Snapshot the pending request's context; start the worker unless one runs."""
+        request = session.extractions.pending
+        if request is None:
+            return
+        runtime = session.runtime_state(self.key)
+        lock = runtime.setdefault("lock", threading.Lock())
+        with lock:
+            if request.context is None:
+                request.context = self._context(session, call)
+            if runtime.get("busy"):
+                return
+            runtime["busy"] = True
+        session.run_in_background("notes", lambda: self._work(session, runtime, lock))
+
+    def memory_file(self, session: Session) -> MemoryFile:
+        """The notes file of ``session``."""
+        return MemoryFile(self._path(session), self.template)
+
+    # the worker ------------------------------------------------------------------------
+
+    def _work(self, session: Session, runtime: dict[str, Any], lock: threading.Lock) -> None:
+        while True:
+            with lock:
+                request = session.extractions.take()
+                if request is None:
+                    runtime["busy"] = False
+                    return
+            self._extract(session, request)
+
+    def _extract(self, session: Session, request: ExtractionRequest) -> None:
+        backend, client = self._backend(session)
+        memory = self.memory_file(session)
+        path = str(memory.path)
+        self._emit(
+            session, ExtractionStarted, backend=backend, path=path, upto_uuid=request.upto_uuid
+        )
+        started = time.monotonic()
+        try:
+            memory.ensure()
+            workspace = Workspace(memory.path, memory.read())
+            result = ForkResult()
+            if backend == "offline":
+                entries = session.history.entries[: request.upto_index + 1]
+                workspace.rewrite(offline_notes(self.template, entries, session.history.tool_name))
+            else:
+                result = self._fork(client, request.context, workspace)
+            self._save(memory, workspace)
+        except Exception as exc:  # any failure: logged, an event, the state not advanced
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("session %s: notes not written (%s)", session.id, error)
+            self._emit(session, ExtractionFailed, backend=backend, path=path, error=error)
+            session.extractions.finish(request, ok=False, error=error)
+            return
+        finally:
+            self._report_refusals(session, workspace)
+        usage = result.usage
+        self._emit(
+            session,
+            ExtractionFinished,
+            backend=backend,
+            path=path,
+            upto_uuid=request.upto_uuid,
+            turns=result.turns,
+            seconds=round(time.monotonic() - started, 3),
+            **usage,
+        )
+        log.info("session %s: notes written to %s (%s)", session.id, path, backend)
+        session.extractions.finish(request, ok=True)
+
+    def _fork(self, client: Any, context: ForkContext, workspace: Workspace) -> ForkResult:
+        mode = self._mode(context)
+        client = client.with_options(
+            timeout=self.settings.timeout_seconds, max_retries=self.settings.max_retries
+        )
+        return run_fork(
+            client,
+            context,
+            workspace,
+            self._prompt(workspace, mode, context),
+            mode=mode,
+            max_turns=self.settings.max_turns,
+            max_tokens=self.settings.max_output_tokens,
+        )
+
+    @staticmethod
+    def _save(memory: MemoryFile, workspace: Workspace) -> None:
+        """Compare-and-swap; on a conflict, re-read and re-apply the edits once."""
+        try:
+            memory.replace(workspace.original, workspace.text)
+        except NotesConflict:
+            current = memory.read()
+            try:
+                merged = workspace.merged_onto(current)
+            except EditError as exc:
+                raise NotesConflict(f"{memory.path} changed meanwhile and {exc}") from None
+            memory.replace(current, merged)
+
+    # choices ---------------------------------------------------------------------------
+
+    def _backend(self, session: Session) -> tuple[str, Any]:
+        runtime = session.runtime_state(self.key)
+        if "backend" not in runtime:
+            runtime["backend"] = self._choose_backend(session)
+        return runtime["backend"]
+
+    def _choose_backend(self, session: Session) -> tuple[str, Any]:
+        wanted = self.settings.backend
+        client = session.services.get("anthropic")
+        has_key = bool(
+            os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        )
+        if wanted == "offline" or (wanted == "auto" and client is None and not has_key):
+            log.info("session %s: notes backend %s -> offline", session.id, wanted)
+            return "offline", None
+        if client is None:
+            import anthropic
+
+            client = anthropic.Anthropic()
+        log.info("session %s: notes backend %s -> anthropic", session.id, wanted)
+        return "anthropic", client
+
+    def _mode(self, context: ForkContext) -> str:
+        if self.settings.edit_mode != "auto":
+            return self.settings.edit_mode
+        return "host-tool" if edit_tool_of(context.tools) else "rewrite"
+
+    def _path(self, session: Session) -> Path:
+        configured = self.settings.memory_path
+        if configured is None:
+            return self._folder(session) / "session-memory.md"
+        path = Path(configured.replace("{session_id}", session.id)).expanduser()
+        return path if path.is_absolute() else self._folder(session) / path
+
+    def _folder(self, session: Session) -> Path:
+        """The session folder; an in-memory session gets a private temporary one."""
+        if session.folder is not None:
+            return session.folder
+        runtime = session.runtime_state(self.key)
+        if "folder" not in runtime:
+            runtime["folder"] = Path(tempfile.mkdtemp(prefix=f"stenograph-{session.id}-"))
+            log.info("session %s is in memory: notes go to %s", session.id, runtime["folder"])
+        return runtime["folder"]
+
+    # prompt ----------------------------------------------------------------------------
+
+    def _prompt(self, workspace: Workspace, mode: str, context: ForkContext) -> str:
+        values = {
+            "currentNotes": workspace.original,
+            "notesPath": str(workspace.path),
+            "editInstructions": _edit_instructions(mode, edit_tool_of(context.tools)),
+            "sectionBudget": f"{self.settings.section_budget_tokens:,}",
+            "totalBudget": f"{self.settings.total_budget_tokens:,}",
+            "budgetNote": self._budget_note(workspace.original),
+        }
+        return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), self.prompt)
+
+    def _budget_note(self, notes: str) -> str:
+        parts = sections(notes)
+        total = sum(s.tokens for s in parts)
+        over = [s for s in parts if s.tokens > self.settings.section_budget_tokens]
+        if total <= self.settings.total_budget_tokens and not over:
+            return ""
+        largest = sorted(parts, key=lambda s: s.tokens, reverse=True)[:3]
+        names = ", ".join(f"{s.heading[2:]} (~{s.tokens:,} tokens)" for s in largest)
+        return (
+            f"- The notes are over budget: ~{total:,} tokens in all; the largest sections are"
+            f" {names}. Condense them now, keeping what is still needed."
+        )
+
+    # events ----------------------------------------------------------------------------
+
+    def _emit(self, session: Session, event_type: type[Event], **fields: Any) -> None:
+        session.record(
+            event_type(time=session.clock(), handler=self.name, slot=self.slot, **fields)
+        )
+
+    def _report_refusals(self, session: Session, workspace: Workspace | None) -> None:
+        for detail in workspace.refused if workspace else ():
+            tool = detail.split(":", 1)[0]
+            log.warning("session %s: fork tool call refused: %s", session.id, detail)
+            self._emit(session, ToolCallRefused, tool=tool, detail=detail)
+
+    def _context(self, session: Session, call: PostSamplingCall) -> ForkContext:
+        last = call.request or {}
+        return ForkContext(
+            model=self.settings.model or str(last.get("model") or "claude-sonnet-4-5"),
+            system=last.get("system"),
+            tools=last.get("tools"),
+            messages=session.history.messages(),
+            extra={k: v for k, v in last.items() if k not in REQUEST_KEYS},
+        )
+
+
+def _edit_instructions(mode: str, host_tool: str | None) -> str:
+    if mode == "rewrite":
+        return (
+            "No file-edit tool is available for the notes: reply with the complete new"
+            " content of {{notesPath}} in one ```markdown fenced block, and nothing else."
+        ).replace("{{notesPath}}", "the notes file")
+    tool = OWN_TOOL_NAME if mode == "own-tool" else host_tool or "file-edit"
+    argument = "file_path" if tool == CLAUDE_CODE_EDIT else "path"
+    if mode == "own-tool":
+        how = f"the {tool} tool"
+    else:
+        how = f"the {tool} tool ({argument} = the notes path above; exact-match replacements)"
+    return (
+        f"Change the notes only with {how}. No other tool and no other file may be used."
+        " Make all your edits now, then stop."
+    )
+
+
+def _read(path: str | None) -> str | None:
+    return Path(path).expanduser().read_text(encoding="utf-8") if path else None
+
+
+@hookimpl
+def register_handlers(register: Any) -> None:
+    """Register forked-extraction."""
+    register(ForkedExtraction)

@@ -1,0 +1,102 @@
+"""The session-memory file: created once from a template, replaced atomically and only
+if nobody changed it meanwhile (compare-and-swap)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...engine.files import atomic_write, fsync_dir, private_dir
+from ...engine.tokens import count_tiktoken
+
+HEADING = re.compile(r"^# .+$", re.MULTILINE)
+
+
+class NotesConflict(Exception):
+    """The file changed since it was read (compare-and-swap failed)."""
+
+
+class NotesRejected(ValueError):
+    """New notes that would lose a template heading."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One ``# `` heading and the text under it."""
+
+    heading: str
+    body: str
+
+    @property
+    def tokens(self) -> int:
+        """Estimated tokens of the section (cl100k)."""
+        return count_tiktoken(self.heading + "\n" + self.body)
+
+
+def headings(text: str) -> list[str]:
+    """The ``# `` headings of a markdown text, in order."""
+    return HEADING.findall(text)
+
+
+def sections(text: str) -> list[Section]:
+    """The text split at its ``# `` headings (text before the first one is dropped)."""
+    marks = list(HEADING.finditer(text))
+    return [
+        Section(m.group(0), text[m.end() : marks[i + 1].start() if i + 1 < len(marks) else None])
+        for i, m in enumerate(marks)
+    ]
+
+
+class MemoryFile:
+    """One notes file; ``template`` lists the headings every version must keep."""
+
+    def __init__(self, path: Path, template: str) -> None:
+        self.path = path
+        self.template = template
+        self.required = headings(template)
+
+    def ensure(self) -> bool:
+        """Create the file from the template (exclusive create, mode 0600, folder 0700).
+        Returns True when this call created it."""
+        private_dir(self.path.parent)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(self.template)
+            handle.flush()
+            os.fsync(handle.fileno())
+        fsync_dir(self.path.parent)
+        return True
+
+    def read(self) -> str:
+        """The current content ('' when the file does not exist)."""
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def check(self, text: str) -> None:
+        """Refuse notes that drop or rename a template heading."""
+        missing = [h for h in self.required if h not in headings(text)]
+        if missing:
+            raise NotesRejected(f"the new notes lost template headings: {', '.join(missing)}")
+
+    def replace(self, expected: str, text: str) -> None:
+        """Atomically replace the file with ``text`` if it still holds ``expected``
+        (under an exclusive lock on ``<file>.lock``, so writers in other processes too
+        see a true compare-and-swap)."""
+        self.check(text)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.read() != expected:
+                raise NotesConflict(str(self.path))
+            atomic_write(self.path, text, mode=0o600)
+
+    def is_template(self, text: str) -> bool:
+        """Whether ``text`` holds nothing beyond the template."""
+        return text.strip() == self.template.strip()
