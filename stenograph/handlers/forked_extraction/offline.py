@@ -14,7 +14,11 @@ from .memory_file import sections
 SECTION_CHARS = 6000
 PATH_KEYS = ("file_path", "path", "notebook_path")
 COMMAND_TOOLS = ("Bash", "bash", "shell", "run_command", "execute_command")
-ERROR_WORDS = re.compile(r"error|fail|exception|denied|not found|invalid", re.IGNORECASE)
+ERROR_PATTERNS = (
+    re.compile(r"\w(Error|Exception)\b:"),
+    re.compile(r"error|failed|exception|denied|not found|invalid", re.IGNORECASE),
+)
+TOP_HEADING = re.compile(r"^(# )", re.MULTILINE)
 META_TEXT = re.compile(r"^\s*(<[a-z-]+>|Caveat:)")
 ToolNameOf = Callable[[str], str]
 
@@ -167,10 +171,13 @@ def _first_line(text: str, limit: int = 160) -> str:
 
 
 def _error_line(text: str) -> str:
-    """The most telling line of an error output."""
-    for line in text.splitlines():
-        if ERROR_WORDS.search(line):
-            return _first_line(line)
+    """The most telling line of an error output: an ``XxxError:`` line, else one that
+    says it failed, else the first line."""
+    lines = [line.strip(" =") for line in text.splitlines()]
+    for pattern in ERROR_PATTERNS:
+        for line in lines:
+            if pattern.search(line):
+                return _first_line(line)
     return _first_line(text)
 
 
@@ -183,6 +190,8 @@ def _bullets(items: Iterable[str]) -> str:
 
 
 def _cap(text: str) -> str:
+    """Within the section budget, and with no line that would read as a section heading."""
+    text = TOP_HEADING.sub(r"\\\1", text)
     if len(text) <= SECTION_CHARS:
         return text
     return text[:SECTION_CHARS].rsplit("\n", 1)[0] + "\n- … (cut to the section budget)"
