@@ -308,3 +308,43 @@ def test_background_work_is_awaited():
     done = []
     session.run_in_background("job", lambda: done.append(1))
     assert session.wait_for_background(5) and done == [1]
+
+
+class Seer(stenograph.Handler):
+    name = "seer"
+    seen: list[list[str]] = []
+
+    @stenograph.hookimpl
+    def pre_call(self, call):
+        Seer.seen.append([e.role for e in call.unseen_entries])
+
+
+def test_unseen_entries_cover_responses_and_bulk_appends_across_reopen(tmp_path):
+    path = tmp_path / "seer.toml"
+    path.write_text('[[handlers]]\nuse = "seer"\n')
+    engine = stenograph.Engine.from_preset(path, handlers=[Seer])
+    Seer.seen = []
+    session = engine.open_session("s", state_dir=tmp_path)
+    session.append({"role": "user", "content": "a"})
+    session.append({"role": "assistant", "content": "b"})
+    session.append({"role": "user", "content": "c"})
+    session.pre_call(model="m")
+    session.post_sampling(text_reply())
+    session.close()
+    again = engine.open_session("s", state_dir=tmp_path)
+    again.append({"role": "user", "content": "d"})
+    again.pre_call(model="m")
+    assert Seer.seen == [["user", "assistant", "user"], ["assistant", "user"]]
+
+
+def test_memorize_reduces_the_replaced_content():
+    session, clock = open_session()
+    session.pre_call(model="m")
+    message, tool_id = tool_turn()
+    session.post_sampling(message)
+    entry = session.append(tool_result(tool_id, "secret " * 100))
+    session.replace_sent_content(entry, tool_result(tool_id, "[REDACTED]")["content"])
+    session.memorize([entry])
+    sent = session.history.rendered(entry)[0]["content"]
+    assert sent.startswith("[memorized: Read result left out (10 chars")
+    assert entry.content[0]["content"] == "secret " * 100

@@ -30,7 +30,9 @@ class _Call:
 @dataclass
 class PreCallCall(_Call):
     """The request about to be sent. ``new_entries`` came in since the last response;
-    ``previous_response`` is the newest assistant entry before them (or None)."""
+    ``previous_response`` is the newest assistant entry before them (or None);
+    ``unseen_entries`` were appended since the previous pre-call of this session (responses
+    and bulk appends included: what a handler rewriting sent content has not seen yet)."""
 
     model: str = ""
     system: Any = None
@@ -38,6 +40,7 @@ class PreCallCall(_Call):
     extra: dict[str, Any] = field(default_factory=dict)
     new_entries: tuple[Entry, ...] = ()
     previous_response: Entry | None = None
+    unseen_entries: tuple[Entry, ...] = ()
 
     @property
     def input_start(self) -> int:
@@ -50,8 +53,13 @@ class PreCallCall(_Call):
         """Mark entries memorized (sent reduced); returns the ones newly marked."""
         return self.session.memorize(entries, keep=keep, reduce_inputs=reduce_inputs)
 
+    def sent_content(self, entry: Entry) -> str | list[dict[str, Any]]:
+        """Exactly what will be sent for ``entry`` as things stand."""
+        return self.session.history.rendered(entry)
+
     def replace_sent_content(self, entry: Entry, content: str | list[dict[str, Any]]) -> None:
-        """Send ``content`` instead of the entry's own from now on (history unchanged)."""
+        """Send ``content`` instead of the entry's own from now on (history unchanged). When
+        the entry is memorized, ``content`` is what gets reduced."""
         self.session.replace_sent_content(entry, content)
 
 

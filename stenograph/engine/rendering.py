@@ -13,12 +13,16 @@ ToolNameOf = Callable[[str], str]
 
 
 def render_content(entry: Entry, tool_name_of: ToolNameOf) -> str | list[dict[str, Any]]:
-    """What is sent for ``entry``: its override, its reduced form when memorized, or itself."""
-    if entry.sent_content is not None:
-        return entry.sent_content
+    """What is sent for ``entry``: its base content (the override a handler set, else its
+    own), reduced when the entry is memorized."""
     if not entry.memorized:
-        return entry.content
-    return reduce_content(entry.content, entry.memo or {}, tool_name_of)
+        return base_content(entry)
+    return reduce_content(base_content(entry), entry.memo or {}, tool_name_of)
+
+
+def base_content(entry: Entry) -> str | list[dict[str, Any]]:
+    """The entry's content as sent before any memorize: the override, else its own."""
+    return entry.content if entry.sent_content is None else entry.sent_content
 
 
 def reduce_content(

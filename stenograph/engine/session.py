@@ -81,10 +81,12 @@ class Session:
                 extra=extra,
                 new_entries=tuple(self.history.entries[first_new:]),
                 previous_response=self._last_response,
+                unseen_entries=tuple(self.history.entries[self._state.get("seen", 0) :]),
             )
             self.engine.dispatch("pre_call", self, call)
             request = self._request(call)
             self.last_request = request
+            self._state["seen"] = len(self.history)
             self._save_state_if_changed()
             return request
 
@@ -231,6 +233,10 @@ class Session:
             self._apply(record)
         state = self._store.read_state()
         self._state["handlers"] = dict(state.get("handlers") or {})
+        seen = state.get("seen")
+        self._state["seen"] = (
+            seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
+        )
         self._saved_state = copy.deepcopy(self._state)
 
     def _apply(self, record: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ from ..engine.entries import Entry
 from ..engine.events import EntriesMemorized, MemorizeSkipped
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
-from ..engine.rendering import reduce_content
+from ..engine.rendering import base_content, reduce_content
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
 from ..engine.tokens import content_tokens
@@ -133,7 +133,7 @@ class InactivityMemorize(Handler):
 def _saving(session: Session, entry: Entry, memo: dict[str, Any]) -> int:
     """Tokens the entry would stop sending once memorized with ``memo``."""
     history = session.history
-    reduced = reduce_content(entry.content, memo, history.tool_name)
+    reduced = reduce_content(base_content(entry), memo, history.tool_name)
     return max(0, history.sent_tokens(entry) - content_tokens(reduced))
 
 
