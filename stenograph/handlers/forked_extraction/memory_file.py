@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,17 +60,23 @@ class MemoryFile:
         self.required = headings(template)
 
     def ensure(self) -> bool:
-        """Create the file from the template (exclusive create, mode 0600, folder 0700).
-        Returns True when this call created it."""
+        """Create the file from the template, all or nothing: the template is written to a
+        temp file (mode 0600, folder 0700) and hard-linked into place, which fails if the
+        file exists. Returns True when this call created it."""
         private_dir(self.path.parent)
+        fd, tmp = tempfile.mkstemp(
+            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".new"
+        )
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(self.template)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(tmp, self.path)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(self.template)
-            handle.flush()
-            os.fsync(handle.fileno())
+        finally:
+            os.unlink(tmp)
         fsync_dir(self.path.parent)
         return True
 
@@ -82,7 +89,8 @@ class MemoryFile:
 
     def check(self, text: str) -> None:
         """Refuse notes that drop or rename a template heading."""
-        missing = [h for h in self.required if h not in headings(text)]
+        present = set(headings(text))
+        missing = [h for h in self.required if h not in present]
         if missing:
             raise NotesRejected(f"the new notes lost template headings: {', '.join(missing)}")
 
@@ -91,7 +99,8 @@ class MemoryFile:
         (under an exclusive lock on ``<file>.lock``, so writers in other processes too
         see a true compare-and-swap)."""
         self.check(text)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with os.fdopen(os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.read() != expected:
                 raise NotesConflict(str(self.path))

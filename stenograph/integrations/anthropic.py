@@ -1,0 +1,281 @@
+"""One line to put a session behind the official SDK:
+
+    client = stenograph.integrations.anthropic.wrap(anthropic.Anthropic(), session)
+
+``client.messages.create(...)`` and ``client.messages.stream(...)`` then go through the
+session: the messages the host passes that the session has not seen are appended as input,
+the pre-call phase shapes the request, and the response (once complete, when streamed) is
+appended and the post-sampling phase runs. Everything else is the SDK's own.
+
+SDK middleware is not used on purpose: it runs inside the retry loop (once per HTTP
+attempt) and sees raw HTTP responses, so a streamed reply is not complete when it returns.
+Wrapping ``messages`` runs each phase once per logical call and keeps the SDK's retries,
+errors and streaming behaviour exactly as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anthropic
+
+from ..engine.session import Session
+
+TRANSPORT_KEYS = ("extra_headers", "extra_query", "extra_body", "timeout")
+
+
+def wrap(client: Any, session: Session) -> Any:
+    """``client`` (``Anthropic`` or ``AsyncAnthropic``) with its messages going through
+    ``session``."""
+    if isinstance(client, anthropic.AsyncAnthropic):
+        return _Client(client, _AsyncMessages(client, session))
+    return _Client(client, _Messages(client, session))
+
+
+class _Client:
+    """The SDK client, except ``messages``."""
+
+    def __init__(self, client: Any, messages: Any) -> None:
+        self._client = client
+        self.messages = messages
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class _Base:
+    def __init__(self, client: Any, session: Session) -> None:
+        self._client = client
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client.messages, name)
+
+    def _prepare(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Append unseen input, run pre-call; (request for the SDK, transport options)."""
+        given = {k: v for k, v in kwargs.items() if _given(v)}
+        self._take_input(list(given.pop("messages", [])))
+        transport = {k: given.pop(k) for k in TRANSPORT_KEYS if k in given}
+        keep = {k: given.pop(k) for k in ("max_tokens", "stream") if k in given}
+        request = self._session.pre_call(
+            model=given.pop("model"),
+            system=given.pop("system", None),
+            tools=given.pop("tools", None),
+            **given,
+        )
+        return {**request, **keep}, transport
+
+    def _take_input(self, messages: list[Any]) -> None:
+        history = self._session.history
+        known = len(history)
+        if len(messages) < known:
+            raise ValueError(
+                f"messages has {len(messages)} items but session {self._session.id} already"
+                f" holds {known}: pass the whole conversation, as with the plain SDK"
+            )
+        if known and _role(messages[known - 1]) != history[known - 1].role:
+            raise ValueError(
+                f"messages[{known - 1}] does not continue session {self._session.id}: its role"
+                f" is {_role(messages[known - 1])!r}, the session's is {history[-1].role!r}"
+            )
+        for message in messages[known:]:
+            self._session.append(_plain(message))
+
+
+class _Messages(_Base):
+    """``client.messages`` of a sync client."""
+
+    def create(self, **kwargs: Any) -> Any:
+        """``messages.create``, through the session."""
+        request, transport = self._prepare(kwargs)
+        response = self._client.messages.create(**request, **transport)
+        if request.get("stream"):
+            return _Stream(response, self._session)
+        self._session.post_sampling(response)
+        return response
+
+    def stream(self, **kwargs: Any) -> _StreamManager:
+        """``messages.stream``, through the session; appended when the stream completes."""
+        request, transport = self._prepare(kwargs)
+        return _StreamManager(self._client.messages.stream(**request, **transport), self._session)
+
+
+class _AsyncMessages(_Base):
+    """``client.messages`` of an async client."""
+
+    async def create(self, **kwargs: Any) -> Any:
+        """``messages.create``, through the session."""
+        request, transport = await _in_thread(self._prepare, kwargs)
+        response = await self._client.messages.create(**request, **transport)
+        if request.get("stream"):
+            return _AsyncStream(response, self._session)
+        await self._session.apost_sampling(response)
+        return response
+
+    def stream(self, **kwargs: Any) -> _AsyncStreamManager:
+        """``messages.stream``, through the session; appended when the stream completes."""
+        return _AsyncStreamManager(self, kwargs)
+
+
+class _StreamManager:
+    """Wraps ``MessageStreamManager``: the final message is appended on a clean exit."""
+
+    def __init__(self, manager: Any, session: Session) -> None:
+        self._manager, self._session = manager, session
+
+    def __enter__(self) -> Any:
+        self._stream = self._manager.__enter__()
+        return self._stream
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        if exc_type is None:
+            try:
+                self._session.post_sampling(self._stream.get_final_message())
+            except BaseException:
+                self._manager.__exit__(None, None, None)
+                raise
+        return self._manager.__exit__(exc_type, exc, tb)
+
+
+class _AsyncStreamManager:
+    """Wraps ``AsyncMessageStreamManager`` likewise."""
+
+    def __init__(self, messages: _AsyncMessages, kwargs: dict[str, Any]) -> None:
+        self._messages, self._kwargs = messages, kwargs
+
+    async def __aenter__(self) -> Any:
+        request, transport = await _in_thread(self._messages._prepare, self._kwargs)
+        self._manager = self._messages._client.messages.stream(**request, **transport)
+        self._stream = await self._manager.__aenter__()
+        return self._stream
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        if exc_type is None:
+            try:
+                final = await self._stream.get_final_message()
+                await self._messages._session.apost_sampling(final)
+            except BaseException:
+                await self._manager.__aexit__(None, None, None)
+                raise
+        return await self._manager.__aexit__(exc_type, exc, tb)
+
+
+class _Accumulator:
+    """Builds the final message from raw stream events (text, tool_use, thinking)."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {}
+        self.json: dict[int, str] = {}
+
+    def add(self, event: Any) -> dict[str, Any] | None:
+        """Feed one event; returns the complete message at ``message_stop``."""
+        data = event.model_dump(mode="json") if hasattr(event, "model_dump") else dict(event)
+        kind = data.get("type")
+        if kind == "message_start":
+            self.message = {**data["message"], "content": []}
+        elif kind == "content_block_start":
+            self.message["content"].append(dict(data["content_block"]))
+        elif kind == "content_block_delta":
+            self._delta(data["index"], data["delta"])
+        elif kind == "content_block_stop" and data["index"] in self.json:
+            raw = self.json.pop(data["index"])
+            self.message["content"][data["index"]]["input"] = json.loads(raw) if raw else {}
+        elif kind == "message_delta":
+            self.message.update({k: v for k, v in data["delta"].items() if v is not None})
+            self.message["usage"] = {**self.message.get("usage", {}), **_set(data.get("usage"))}
+        elif kind == "message_stop":
+            return self.message
+        return None
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self.message["content"][index]
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+        elif kind == "input_json_delta":
+            self.json[index] = self.json.get(index, "") + delta.get("partial_json", "")
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+        elif kind == "signature_delta":
+            block["signature"] = delta["signature"]
+
+
+class _Stream:
+    """Wraps ``Stream`` from ``create(stream=True)``: appended once ``message_stop`` passes."""
+
+    def __init__(self, stream: Any, session: Session) -> None:
+        self._stream, self._session = stream, session
+        self._accumulator = _Accumulator()
+
+    def __iter__(self) -> Iterator[Any]:
+        for event in self._stream:
+            final = self._accumulator.add(event)
+            if final is not None:
+                self._session.post_sampling(final)
+            yield event
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._stream.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class _AsyncStream:
+    """Wraps ``AsyncStream`` likewise."""
+
+    def __init__(self, stream: Any, session: Session) -> None:
+        self._stream, self._session = stream, session
+        self._accumulator = _Accumulator()
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        async for event in self._stream:
+            final = self._accumulator.add(event)
+            if final is not None:
+                await self._session.apost_sampling(final)
+            yield event
+
+    async def __aenter__(self) -> _AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._stream.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+async def _in_thread(function: Any, *args: Any) -> Any:
+    import asyncio
+
+    return await asyncio.to_thread(function, *args)
+
+
+def _given(value: Any) -> bool:
+    return not isinstance(value, anthropic.NotGiven | anthropic.Omit)
+
+
+def _set(usage: Any) -> dict[str, Any]:
+    return {k: v for k, v in (usage or {}).items() if v is not None}
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
+def _plain(message: Any) -> dict[str, Any]:
+    """A host message (dict, SDK model, or dict holding SDK content blocks) as plain JSON."""
+    if hasattr(message, "model_dump"):
+        message = message.model_dump(mode="json", exclude_none=True)
+    content = message.get("content")
+    if isinstance(content, list):
+        content = [
+            b.model_dump(mode="json", exclude_none=True) if hasattr(b, "model_dump") else b
+            for b in content
+        ]
+    return {**message, "content": content}
