@@ -141,6 +141,19 @@ def _print_report(report: ReplayReport) -> None:
         ],
     )
     _print_rows(
+        "compactions",
+        ("before call", "tokens before", "tokens after", "messages kept"),
+        [
+            (
+                c["before_assistant_index"],
+                f"{c['tokens_before']:,}",
+                f"{c['tokens_after']:,}",
+                c["kept_messages"],
+            )
+            for c in report.compactions
+        ],
+    )
+    _print_rows(
         "extractions",
         ("after call", "tokens", "tool calls", "why", "notes"),
         [

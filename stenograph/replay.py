@@ -12,6 +12,7 @@ from typing import Any
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
 from .engine.events import (
+    Compacted,
     EntriesMemorized,
     ExtractionFailed,
     ExtractionFinished,
@@ -38,6 +39,7 @@ class ReplayReport:
     tokens_sent: int = 0
     memorized_entries: int = 0
     memorize_events: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
     extractions: list[dict[str, Any]] = field(default_factory=list)
     memory_file: str | None = None
     notes_backend: str | None = None
@@ -133,10 +135,14 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
     seen = len(session.events)
     model = str(message.get("model") or (message.get("meta") or {}).get("model") or "replay")
     session.pre_call(model=model, system=REPLAY_SYSTEM)
-    full, sent = session.history.token_totals()
-    report.tokens_full += full
-    report.tokens_sent += sent
+    report.tokens_full += session.history.token_totals()[0]
+    report.tokens_sent += session.history.request_tokens()
     for event in session.events[seen:]:
+        if isinstance(event, Compacted):
+            keys = ("tokens_before", "tokens_after", "kept_messages")
+            report.compactions.append(
+                {"before_assistant_index": index, **{k: getattr(event, k) for k in keys}}
+            )
         if isinstance(event, EntriesMemorized):
             report.memorize_events.append(
                 {

@@ -18,6 +18,7 @@ DEFAULT_HANDLERS = (
     "stenograph.handlers.inactivity_memorize",
     "stenograph.handlers.update_threshold",
     "stenograph.handlers.forked_extraction",
+    "stenograph.handlers.memory_compact",
 )
 log = logging.getLogger("stenograph.engine.discovery")
 

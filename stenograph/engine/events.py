@@ -113,3 +113,21 @@ class ToolCallRefused(Event):
 
     tool: str
     detail: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compacted(Event):
+    """memory-compact replaced the history its notes cover with the notes."""
+
+    tokens_before: int
+    tokens_after: int
+    kept_messages: int
+    start_uuid: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionSkipped(Event):
+    """The context was over the threshold but the request was sent as it was, and why."""
+
+    tokens: int
+    reason: str

@@ -4,6 +4,7 @@ them: requests are filed on the session's desk and taken by the extractor."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +34,9 @@ class ExtractionDesk:
         self.has_extractor = has_extractor
         self.pending: ExtractionRequest | None = None
         self.running: ExtractionRequest | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._on_change = on_change
+        self._started = 0.0
 
     def file(self, request: ExtractionRequest) -> None:
         """File ``request``; it replaces a request still waiting to be taken."""
@@ -53,6 +55,7 @@ class ExtractionDesk:
             if request is not None:
                 request.status = "running"
                 self.running = request
+                self._started = time.monotonic()
             return request
 
     def finish(self, request: ExtractionRequest, ok: bool, error: str | None = None) -> None:
@@ -61,6 +64,21 @@ class ExtractionDesk:
             request.status, request.error = ("succeeded", None) if ok else ("failed", error)
             if self.running is request:
                 self.running = None
+            self._lock.notify_all()
         if ok and request.on_success is not None:
             request.on_success(request)
         self._on_change()
+
+    def wait_idle(self, timeout: float, stale_after: float) -> bool:
+        """Wait up to ``timeout`` seconds until nothing is pending or running; a run older
+        than ``stale_after`` seconds is not waited for. True when idle."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.has_extractor and (self.running or self.pending):
+                now = time.monotonic()
+                if self.running and now - self._started > stale_after:
+                    return False
+                if now >= deadline:
+                    return False
+                self._lock.wait(deadline - now)
+        return True

@@ -39,6 +39,10 @@ class History:
         self._changed: set[int] = set()
         self._tallies: dict[str, _Tally] = {}
         self._tool_calls = [0]
+        self.window_start = 0
+        self.preamble: list[dict[str, Any]] = []
+        self._window_message = 0
+        self._before_window: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -120,16 +124,49 @@ class History:
             self._rebuild(message_index)
         for tally in self._tallies.values():
             tally.stale_sent = True
+        self._before_window.clear()
 
     def messages(self) -> list[dict[str, Any]]:
-        """The request messages (a new list; treat the dicts as read-only)."""
-        return list(self._messages)
+        """The request messages: the preamble, then the entries from ``window_start`` on
+        (a new list; treat the dicts as read-only)."""
+        return [*self.preamble, *self._messages[self._window_message :]]
 
     def pairing_problems(self) -> list[str]:
         """Pairing problems in the messages changed since the last check."""
         problems = check_pairs(self._messages, self._changed)
         self._changed.clear()
         return problems
+
+    # window ----------------------------------------------------------------------------
+
+    def safe_start(self, index: int) -> bool:
+        """Whether the request may start at entry ``index``: the first entry of a message,
+        which answers no tool call, right after a message with no tool call (pairs are
+        never split, a response's parts stay together, no tool call is dropped)."""
+        if index == 0:
+            return True
+        message = self._message_of.get(index)
+        if message is None or self._runs[message][0].index != index or message == 0:
+            return False
+        before, run = self._runs[message - 1], self._runs[message]
+        return not any(e.tool_result_ids for e in run) and not any(e.tool_use_ids for e in before)
+
+    def set_window(self, start: int, preamble: list[dict[str, Any]]) -> None:
+        """Send ``preamble`` then the entries from ``start`` on (``start`` must be safe)."""
+        if not self.safe_start(start):
+            raise ValueError(f"entry {start} is not a safe place to start a request")
+        self.window_start, self.preamble = start, list(preamble)
+        self._window_message = self._message_of[start] if start else 0
+        self._before_window.clear()
+
+    def request_tokens(self, estimator: str = "tiktoken") -> int:
+        """Estimated tokens of the request messages (preamble and window only)."""
+        tally = self._tally(estimator)
+        if estimator not in self._before_window:
+            entries = self.entries[: self.window_start]
+            self._before_window[estimator] = sum(self.sent_tokens(e, estimator) for e in entries)
+        preamble = sum(content_tokens(m["content"], estimator) for m in self.preamble)
+        return preamble + tally.sent - self._before_window[estimator]
 
     # tokens ----------------------------------------------------------------------------
 

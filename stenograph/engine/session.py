@@ -149,6 +149,26 @@ class Session:
         with self._lock:
             self._save_state_if_changed()
 
+    def set_window(self, start: Entry, preamble: list[dict[str, Any]]) -> None:
+        """From now on, requests send ``preamble`` then the history from ``start`` on (the
+        history itself stays whole). Saved with the session state."""
+        with self._lock:
+            self.history.set_window(start.index, preamble)
+            self._state["window"] = {"start": start.uuid, "preamble": list(preamble)}
+            self._save_state_if_changed()
+
+    @property
+    def notes(self) -> dict[str, Any] | None:
+        """The session notes last written: ``{"path", "upto_uuid"}`` (None before any)."""
+        return self._state.get("notes")
+
+    def record_notes(self, path: str, upto_uuid: str) -> None:
+        """An extractor wrote the notes at ``path``, covering the history up to
+        ``upto_uuid``; saved with the session state."""
+        with self._lock:
+            self._state["notes"] = {"path": path, "upto_uuid": upto_uuid}
+            self._save_state_if_changed()
+
     def runtime_state(self, key: str) -> dict[str, Any]:
         """A dict for one handler slot's live objects in this session (never saved)."""
         with self._lock:
@@ -237,6 +257,17 @@ class Session:
         self._state["seen"] = (
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
         )
+        for key in ("notes", "window"):
+            if isinstance(state.get(key), dict):
+                self._state[key] = state[key]
+        window = self._state.get("window")
+        entry = self.history.by_uuid.get(window.get("start")) if window else None
+        try:
+            if window and entry is not None:
+                self.history.set_window(entry.index, list(window.get("preamble") or []))
+        except ValueError as exc:
+            log.warning("session %s: saved request window dropped (%s)", self.id, exc)
+            self._state.pop("window", None)
         self._saved_state = copy.deepcopy(self._state)
 
     def _apply(self, record: dict[str, Any]) -> None:

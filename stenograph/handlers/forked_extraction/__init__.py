@@ -180,6 +180,7 @@ class ForkedExtraction(Handler):
             **usage,
         )
         log.info("session %s: notes written to %s (%s)", session.id, path, backend)
+        session.record_notes(path, request.upto_uuid)
         session.extractions.finish(request, ok=True)
 
     def _fork(self, client: Any, context: ForkContext, workspace: Workspace) -> ForkResult:

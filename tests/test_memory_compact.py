@@ -1,0 +1,255 @@
+"""memory-compact: compaction from the notes on real sessions, and every fall-back path."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from conftest import real_transcripts
+from helpers import text_reply, tool_result, tool_turn
+
+import stenograph
+from stenograph.engine.clock import parse_timestamp
+from stenograph.engine.events import Compacted, CompactionSkipped
+from stenograph.integrations.transcripts import read_transcript
+from stenograph.replay import replay
+
+MC = "memory-compact"
+
+
+def compact_preset(tmp_path, **settings) -> str:
+    values = {
+        "maxContextTokens": 30_000,
+        "minKeepTokens": 5_000,
+        "maxKeepTokens": 15_000,
+        **settings,
+    }
+    lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
+    path = tmp_path / "compact.toml"
+    path.write_text(
+        'extends = "coding-agent"\nstrict = true\n[[handlers]]\nuse = '
+        '"update-threshold"\n[[handlers]]\nuse = "forked-extraction"\n'
+        f'[[handlers]]\nuse = "{MC}"\n{lines}'
+    )
+    return str(path)
+
+
+def drive(path, preset: str, state_dir) -> tuple[stenograph.Session, list[tuple[dict, list]]]:
+    """Replay ``path`` by hand, keeping every request and the events of its pre-call."""
+    session = stenograph.Engine.from_preset(preset).open_session(
+        "c", state_dir=state_dir, clock=stenograph.ManualClock(0)
+    )
+    calls = []
+    for message in read_transcript(path).messages:
+        moment = parse_timestamp(message.get("timestamp"))
+        if moment is not None and moment > session.clock():
+            session.clock.set(moment)
+        if message["role"] != "assistant":
+            session.append(message)
+            continue
+        seen = len(session.events)
+        request = session.pre_call(model="m")
+        calls.append((request, session.events[seen:]))
+        session.post_sampling(message)
+        session.wait_for_background()
+    return session, calls
+
+
+def big_sessions() -> list:
+    return [p for p in real_transcripts() if p.stat().st_size > 150_000 and p.suffix == ".jsonl"]
+
+
+@pytest.mark.parametrize("path", big_sessions(), ids=lambda p: p.name[:24])
+def test_compacted_requests_on_real_sessions(tmp_path, path):
+    session, calls = drive(path, compact_preset(tmp_path), tmp_path)
+    compacted = [
+        i for i, (_, events) in enumerate(calls) if any(isinstance(e, Compacted) for e in events)
+    ]
+    notes_path = (session.notes or {}).get("path", "")
+    previous = None
+    for i, (request, _events) in enumerate(calls):
+        messages = request["messages"]
+        assert stenograph.check_pairing(messages) == []
+        if session.history.preamble and i >= (compacted[0] if compacted else len(calls)):
+            assert (
+                "<session-notes>" in messages[0]["content"] and notes_path in messages[0]["content"]
+            )
+        if previous is not None and i not in compacted:
+            assert json.dumps(messages[: len(previous)]) == json.dumps(previous)
+        previous = messages
+    for i in compacted:
+        event = next(e for e in calls[i][1] if isinstance(e, Compacted))
+        assert event.tokens_after < event.tokens_before and event.kept_messages >= 1
+    if compacted:
+        report = replay(path, compact_preset(tmp_path), state_dir=tmp_path)
+        assert report.compactions and report.tokens_sent < report.tokens_full
+        assert set(report.compactions[0]) == {
+            "before_assistant_index",
+            "tokens_before",
+            "tokens_after",
+            "kept_messages",
+        }
+
+
+def test_some_real_sessions_compact(shared_data, tmp_path):
+    report = replay(
+        shared_data / "chiphuyen-sniffly" / "d3ad4cdc-5657-435d-98fa-0035d53e383d.jsonl",
+        compact_preset(tmp_path),
+        state_dir=tmp_path,
+    )
+    assert len(report.compactions) >= 3 and report.handler_errors == []
+
+
+class Fixture:
+    """A session whose history and notes are built by hand."""
+
+    def __init__(self, tmp_path, notes: str | None = "real", **settings):
+        values = {
+            "maxContextTokens": 2_000,
+            "minKeepTokens": 0,
+            "minKeepTextMessages": 1,
+            "maxKeepTokens": 1_000,
+            "waitSeconds": 0.2,
+            **settings,
+        }
+        path = tmp_path / "mc.toml"
+        path.write_text(
+            f'[[handlers]]\nuse = "{MC}"\n'
+            + "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
+        )
+        self.session = stenograph.Engine.from_preset(path).open_session("f", state_dir=tmp_path)
+        self.notes_file = tmp_path / "notes.md"
+        s = self.session
+        s.append({"role": "user", "content": "Start the refactor."})
+        for _ in range(3):
+            s.pre_call(model="m")
+            message, tool_id = tool_turn()
+            s.post_sampling({**message, "usage": {"input_tokens": 500, "output_tokens": 10}})
+            s.append(tool_result(tool_id, "code " * 800))
+        s.pre_call(model="m")
+        done = text_reply("Refactor half done.")
+        self.covered = s.post_sampling(
+            {**done, "usage": {"input_tokens": 2_600, "output_tokens": 9}}
+        )
+        s.append({"role": "user", "content": "Go on."})
+        if notes is not None:
+            body = "- refactoring parser.py\n" if notes == "real" else ""
+            self.notes_file.write_text(f"# Current State\n_What now._\n{body}")
+            s.record_notes(str(self.notes_file), self.covered.uuid)
+
+    def call(self) -> tuple[dict, list]:
+        seen = len(self.session.events)
+        request = self.session.pre_call(model="m")
+        return request, self.session.events[seen:]
+
+
+def test_compaction_on_a_hand_built_history(tmp_path):
+    fixture = Fixture(tmp_path)
+    request, events = fixture.call()
+    event = next(e for e in events if isinstance(e, Compacted))
+    messages = request["messages"]
+    assert "- refactoring parser.py" in messages[0]["content"]
+    assert messages[1] == {"role": "user", "content": "Go on."}
+    assert event.kept_messages == 1 and event.start_uuid == fixture.session.history[-1].uuid
+    assert len(fixture.session.history) == 9  # the history stays whole
+    again = fixture.session.engine.open_session("f", state_dir=tmp_path)  # survives a reopen
+    assert json.dumps(again.pre_call(model="m")["messages"]) == json.dumps(messages)
+
+
+def test_recent_minimums_are_kept(tmp_path):
+    fixture = Fixture(
+        tmp_path,
+        minKeepTextMessages=3,
+        minKeepTokens=1_500,
+        maxKeepTokens=5_000,
+        maxContextTokens=2_500,
+    )
+    request, events = fixture.call()
+    assert any(isinstance(e, Compacted) for e in events), events
+    history = fixture.session.history
+    kept = history.entries[history.window_start :]
+    texts = [e for e in kept if any(b.get("type") == "text" for b in e.blocks())]
+    assert len(texts) >= 3 and sum(history.sent_tokens(e) for e in kept) >= 1_500
+    assert stenograph.check_pairing(request["messages"]) == []
+
+
+@pytest.mark.parametrize(
+    ("notes", "change", "reason"),
+    [
+        (None, None, "no notes yet"),
+        ("template", None, "nothing beyond the template"),
+        ("real", "unknown-uuid", "not in the history"),
+        ("real", "missing-file", "missing or empty"),
+        ("real", "tiny-threshold", "still"),
+    ],
+)
+def test_fall_backs(tmp_path, notes, change, reason):
+    settings = (
+        {"maxContextTokens": 1_000, "maxKeepTokens": 1_000} if change == "tiny-threshold" else {}
+    )
+    fixture = Fixture(tmp_path, notes=notes, **settings)
+    if change == "unknown-uuid":
+        fixture.session.record_notes(str(fixture.notes_file), "no-such-uuid")
+    if change == "missing-file":
+        fixture.notes_file.unlink()
+    if change == "tiny-threshold":
+        fixture.notes_file.write_text("# Current State\n_What now._\n" + "fact " * 2000)
+    before = fixture.session.history.messages()
+    request, events = fixture.call()
+    skipped = [e for e in events if isinstance(e, CompactionSkipped)]
+    assert len(skipped) == 1 and reason in skipped[0].reason
+    assert request["messages"] == before and not fixture.session.history.preamble
+
+
+def test_fall_back_while_an_extraction_runs_past_the_wait(tmp_path):
+    fixture = Fixture(tmp_path)
+    desk = fixture.session.extractions
+    desk.has_extractor = True
+    request = stenograph.engine.extraction.ExtractionRequest("u", 0, 0, 0, "r", 0.0)
+    desk.file(request)
+    assert desk.take() is request
+    _, events = fixture.call()
+    assert "still running" in next(e for e in events if isinstance(e, CompactionSkipped)).reason
+    threading.Timer(0.05, lambda: desk.finish(request, ok=True)).start()
+    fixture.session.engine.slots[0].handler.settings = fixture.session.engine.slots[
+        0
+    ].handler.settings.model_copy(update={"wait_seconds": 5})
+    _, events = fixture.call()
+    assert any(isinstance(e, Compacted) for e in events)
+
+
+def test_boundary_never_splits_a_tool_call_from_its_result(tmp_path):
+    fixture = Fixture(tmp_path)
+    tool_use_entry = fixture.session.history[5]
+    assert tool_use_entry.tool_use_ids
+    fixture.session.record_notes(str(fixture.notes_file), tool_use_entry.uuid)
+    request, events = fixture.call()
+    assert stenograph.check_pairing(request["messages"]) == []
+    history = fixture.session.history
+    assert any(isinstance(e, Compacted) for e in events)
+    assert history.window_start == 5  # the kept part starts with the covered tool call
+    assert history[history.window_start].tool_use_ids == tool_use_entry.tool_use_ids
+
+
+def test_resume_injection_into_a_fresh_session(tmp_path):
+    notes = tmp_path / "earlier.md"
+    notes.write_text("# Current State\n_What now._\n- parser refactor half done\n")
+    path = tmp_path / "resume.toml"
+    path.write_text(f'[[handlers]]\nuse = "{MC}"\nresumeNotesPath = "{notes}"\n')
+    session = stenograph.Engine.from_preset(path).open_session("new", state_dir=tmp_path)
+    session.append({"role": "user", "content": "Continue the refactor."})
+    first = session.pre_call(model="m")
+    assert "parser refactor half done" in first["messages"][0]["content"]
+    assert first["messages"][1]["content"] == "Continue the refactor."
+    session.post_sampling(text_reply())
+    session.append({"role": "user", "content": "Next."})
+    second = session.pre_call(model="m")
+    assert json.dumps(second["messages"][:2]) == json.dumps(first["messages"])
+
+
+def test_min_keep_above_max_keep_is_refused(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(f'[[handlers]]\nuse = "{MC}"\nminKeepTokens = 50000\nmaxKeepTokens = 100\n')
+    with pytest.raises(stenograph.PresetError, match="minKeepTokens must not exceed"):
+        stenograph.Engine.from_preset(path)
