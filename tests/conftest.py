@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["stenograph.testing.fixtures"]
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 TRANSCRIPTS = SHARED_DATA / "transcripts"
@@ -26,20 +28,3 @@ def shared_data() -> Path:
     if not TRANSCRIPTS.is_dir():
         pytest.skip("../shared/data/transcripts is absent (fresh clone without shared data)")
     return TRANSCRIPTS
-
-
-@pytest.fixture
-def messages_server():
-    """A local Messages-API server on 127.0.0.1 (see stenograph.testing)."""
-    from stenograph.testing import MessagesServer
-
-    with MessagesServer() as server:
-        yield server
-
-
-@pytest.fixture
-def anthropic_client(messages_server):
-    """The real anthropic SDK pointed at the local server (no retries)."""
-    import anthropic
-
-    return anthropic.Anthropic(api_key="test-key", base_url=messages_server.url, max_retries=0)

@@ -222,3 +222,18 @@ def test_cli_checks_the_preset(plugin: ModuleType, plugin_site: Path) -> None:
     for slot in stenograph.Engine.from_preset(PRESET).slots:
         for field in type(slot.settings.values).model_fields:
             assert to_camel(field) in result.stdout or field in result.stdout
+
+
+def test_the_plugins_own_tests_pass_with_the_testing_kit(plugin_site: Path) -> None:
+    """A plugin author's suite, written with stenograph.testing, run as they would run it."""
+    env = {**os.environ, "PYTHONPATH": str(plugin_site)}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", "tests"],
+        cwd=PLUGIN_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "5 passed" in result.stdout

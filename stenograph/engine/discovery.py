@@ -51,6 +51,8 @@ class HandlerCatalog:
         """Make ``handler`` available under ``handler.name`` (names must be unique)."""
         _check_handler_class(handler, getattr(handler, "name", ""), origin)
         known = self._sources.get(handler.name)
+        if known is not None and self._same(known, handler):
+            return
         if known is not None:
             raise PluginError(
                 f"Handler name '{handler.name}' is claimed twice:"
@@ -68,6 +70,15 @@ class HandlerCatalog:
                     f" {origin} ({ep.value}). Uninstall one of them."
                 )
             self._sources[ep.name] = HandlerSource(ep.name, origin, entry_point=ep)
+
+    def _same(self, known: HandlerSource, handler: type[Handler]) -> bool:
+        """Whether ``known`` already provides exactly this class (installed and passed)."""
+        if known.handler is not None:
+            return known.handler is handler
+        try:
+            return self.get(known.name) is handler
+        except PluginError:
+            return False
 
     def names(self) -> list[str]:
         """Every known handler name, sorted."""
