@@ -348,3 +348,16 @@ def test_memorize_reduces_the_replaced_content():
     sent = session.history.rendered(entry)[0]["content"]
     assert sent.startswith("[memorized: Read result left out (10 chars")
     assert entry.content[0]["content"] == "secret " * 100
+
+
+def test_token_totals_follow_memorize_without_a_recount():
+    session, clock = open_session()
+    run_tool_calls(session, clock, 3)
+    history = session.history
+    full, sent = history.token_totals()
+    assert full == sent
+    session.memorize([e for e in history if e.tool_result_ids])
+    full_after, sent_after = history.token_totals()
+    expected = sum(history.sent_tokens(e) for e in history)
+    assert full_after == full and sent_after == expected < sent
+    assert history.request_tokens() == expected

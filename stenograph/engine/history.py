@@ -12,16 +12,21 @@ from .tokens import content_tokens
 
 
 @dataclass
-class _Tally:
-    """Running token sums for one estimator."""
+class _Anchor:
+    """Context size bookkeeping for one estimator: the newest usage and what came after."""
+
+    upto: int = 0
+    total: int = 0
+    after: int = 0
+
+
+@dataclass
+class _Totals:
+    """Running full / sent token sums for one estimator (kept only once asked for)."""
 
     upto: int = 0
     full: int = 0
     sent: int = 0
-    anchor: int = -1
-    anchor_total: int = 0
-    after_anchor: int = 0
-    stale_sent: bool = False
 
 
 class History:
@@ -37,7 +42,8 @@ class History:
         self._runs: list[list[Entry]] = []
         self._message_of: dict[int, int] = {}
         self._changed: set[int] = set()
-        self._tallies: dict[str, _Tally] = {}
+        self._anchors: dict[str, _Anchor] = {}
+        self._totals: dict[str, _Totals] = {}
         self._tool_calls = [0]
         self.window_start = 0
         self.preamble: list[dict[str, Any]] = []
@@ -114,16 +120,18 @@ class History:
 
     def refresh(self, entry: Entry) -> None:
         """Re-render ``entry`` after its memorized flag or sent content changed."""
+        counted = {e: t for e, t in self._totals.items() if entry.index < t.upto}
+        before = {e: entry.cache.get(("sent", e), self.full_tokens(entry, e)) for e in counted}
         entry.cache.pop("render", None)
         for key in [k for k in entry.cache if isinstance(k, tuple) and k[0] == "sent"]:
             del entry.cache[key]
+        for estimator, totals in counted.items():
+            totals.sent += self.sent_tokens(entry, estimator) - before[estimator]
         if entry.memorized:
             self.unmemorized_tool_entries.pop(entry.index, None)
         message_index = self._message_of.get(entry.index)
         if message_index is not None:
             self._rebuild(message_index)
-        for tally in self._tallies.values():
-            tally.stale_sent = True
         self._before_window.clear()
 
     def messages(self) -> list[dict[str, Any]]:
@@ -161,12 +169,12 @@ class History:
 
     def request_tokens(self, estimator: str = "tiktoken") -> int:
         """Estimated tokens of the request messages (preamble and window only)."""
-        tally = self._tally(estimator)
+        totals = self._synced_totals(estimator)
         if estimator not in self._before_window:
             entries = self.entries[: self.window_start]
             self._before_window[estimator] = sum(self.sent_tokens(e, estimator) for e in entries)
         preamble = sum(content_tokens(m["content"], estimator) for m in self.preamble)
-        return preamble + tally.sent - self._before_window[estimator]
+        return preamble + totals.sent - self._before_window[estimator]
 
     # tokens ----------------------------------------------------------------------------
 
@@ -188,31 +196,31 @@ class History:
             entry.cache[key] = content_tokens(self.rendered(entry), estimator)
         return entry.cache[key]
 
-    def _tally(self, estimator: str) -> _Tally:
-        tally = self._tallies.setdefault(estimator, _Tally())
-        for entry in self.entries[tally.upto :]:
-            full = self.full_tokens(entry, estimator)
-            tally.full += full
-            tally.sent += self.sent_tokens(entry, estimator)
-            total = entry.usage_total() if entry.role == "assistant" else None
-            if total is not None:
-                tally.anchor, tally.anchor_total, tally.after_anchor = entry.index, total, 0
-            else:
-                tally.after_anchor += full
-        tally.upto = len(self.entries)
-        if tally.stale_sent:
-            tally.sent = sum(self.sent_tokens(e, estimator) for e in self.entries)
-            tally.stale_sent = False
-        return tally
+    def _synced_totals(self, estimator: str) -> _Totals:
+        totals = self._totals.setdefault(estimator, _Totals())
+        for entry in self.entries[totals.upto :]:
+            totals.full += self.full_tokens(entry, estimator)
+            totals.sent += self.sent_tokens(entry, estimator)
+        totals.upto = len(self.entries)
+        return totals
 
     def token_totals(self, estimator: str = "tiktoken") -> tuple[int, int]:
         """(full, sent) estimated tokens over the whole history."""
-        tally = self._tally(estimator)
-        return tally.full, tally.sent
+        totals = self._synced_totals(estimator)
+        return totals.full, totals.sent
 
     def context_size(self, estimator: str = "tiktoken") -> int:
         """Claude Code's context size: the newest reported usage (input + cache creation +
         cache read + output) plus estimates for the entries after it; with no usage at all,
-        the sum of estimates."""
-        tally = self._tally(estimator)
-        return tally.anchor_total + tally.after_anchor
+        the sum of estimates. Only entries after the newest usage are ever counted."""
+        anchor = self._anchors.setdefault(estimator, _Anchor())
+        new = self.entries[anchor.upto :]
+        start = 0
+        for offset in range(len(new) - 1, -1, -1):
+            total = new[offset].usage_total() if new[offset].role == "assistant" else None
+            if total is not None:
+                anchor.total, anchor.after, start = total, 0, offset + 1
+                break
+        anchor.after += sum(self.full_tokens(e, estimator) for e in new[start:])
+        anchor.upto = len(self.entries)
+        return anchor.total + anchor.after

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .entries import Entry
-from .tokens import _collect, count_tiktoken
+from .tokens import _collect
 
 INPUT_KEEP_CHARS = 200
 ToolNameOf = Callable[[str], str]
@@ -53,7 +53,7 @@ def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
     texts: list[str] = []
     media = _collect(block.get("content", ""), texts)
     text = "\n".join(texts)
-    parts = [f"{len(text):,} chars, ~{count_tiktoken(text):,} tokens"]
+    parts = [f"{len(text):,} chars"]
     if media:
         parts.append(f"{media} image/document block{'s' if media > 1 else ''}")
     out = {

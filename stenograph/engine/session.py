@@ -241,9 +241,12 @@ class Session:
             self._store.append(record)
 
     def _save_state_if_changed(self) -> None:
-        if self._store is not None and self._state != self._saved_state:
-            self._store.save_state(self._state)
-            self._saved_state = copy.deepcopy(self._state)
+        """Save when something other than the ``seen`` cursor changed (the cursor is saved
+        along with other changes and on close: a stale one only shows handlers again)."""
+        if self._store is None or _without_seen(self._state) == _without_seen(self._saved_state):
+            return
+        self._store.save_state(self._state)
+        self._saved_state = copy.deepcopy(self._state)
 
     def _load(self) -> None:
         self._saved_state: dict[str, Any] = {}
@@ -289,6 +292,10 @@ class Session:
                 self.history.refresh(entry)
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
+
+
+def _without_seen(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k != "seen"}
 
 
 def _response_message(response: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -36,7 +37,7 @@ from ...engine.settings import HandlerSettings
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
 from .memory_file import MemoryFile, NotesConflict, sections
-from .offline import offline_notes
+from .offline import Facts, offline_notes
 
 log = logging.getLogger("stenograph.handlers.forked_extraction")
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -127,6 +128,13 @@ class ForkedExtraction(Handler):
             runtime["busy"] = True
         session.run_in_background("notes", lambda: self._work(session, runtime, lock))
 
+    @hookimpl
+    def session_closing(self, session: Session) -> None:
+        """An in-memory session's temporary notes folder goes with it."""
+        folder = session.runtime_state(self.key).get("folder")
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
     def memory_file(self, session: Session) -> MemoryFile:
         """The notes file of ``session``."""
         return MemoryFile(self._path(session), self.template)
@@ -155,8 +163,8 @@ class ForkedExtraction(Handler):
             workspace = Workspace(memory.path, memory.read())
             result = ForkResult()
             if backend == "offline":
-                entries = session.history.entries[: request.upto_index + 1]
-                workspace.rewrite(offline_notes(self.template, entries, session.history.tool_name))
+                facts = self._facts(session).feed(session.history.entries[: request.upto_index + 1])
+                workspace.rewrite(offline_notes(self.template, facts))
             else:
                 result = self._fork(client, request.context, workspace)
             self._save(memory, workspace)
@@ -234,6 +242,13 @@ class ForkedExtraction(Handler):
             client = anthropic.Anthropic()
         log.info("session %s: notes backend %s -> anthropic", session.id, wanted)
         return "anthropic", client
+
+    def _facts(self, session: Session) -> Facts:
+        """The offline writer's facts, kept per session so each entry is read once."""
+        runtime = session.runtime_state(self.key)
+        if "facts" not in runtime:
+            runtime["facts"] = Facts(session.history.tool_name)
+        return runtime["facts"]
 
     def _mode(self, context: ForkContext) -> str:
         if self.settings.edit_mode != "auto":

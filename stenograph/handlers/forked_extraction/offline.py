@@ -23,9 +23,8 @@ META_TEXT = re.compile(r"^\s*(<[a-z-]+>|Caveat:)")
 ToolNameOf = Callable[[str], str]
 
 
-def offline_notes(template: str, entries: Sequence[Entry], tool_name_of: ToolNameOf) -> str:
-    """The template with every section it can fill written from ``entries``."""
-    facts = _Facts(entries, tool_name_of)
+def offline_notes(template: str, facts: Facts) -> str:
+    """The template with every section it can fill written from ``facts``."""
     bodies = {
         "Session Title": facts.title(),
         "Current State": facts.current_state(),
@@ -47,10 +46,11 @@ def offline_notes(template: str, entries: Sequence[Entry], tool_name_of: ToolNam
     return "".join(parts).rstrip("\n") + "\n"
 
 
-class _Facts:
-    """What the history says, gathered in one pass."""
+class Facts:
+    """What the history says, gathered incrementally: ``feed`` each entry once."""
 
-    def __init__(self, entries: Sequence[Entry], tool_name_of: ToolNameOf) -> None:
+    def __init__(self, tool_name_of: ToolNameOf) -> None:
+        self.upto = 0
         self.requests: list[str] = []
         self.replies: list[str] = []
         self.paths: dict[str, list[str]] = {}
@@ -59,8 +59,13 @@ class _Facts:
         self.steps: list[str] = []
         self.tool_name_of = tool_name_of
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
-        for entry in entries:
+
+    def feed(self, entries: Sequence[Entry]) -> Facts:
+        """Take in the entries after the ones already seen."""
+        for entry in entries[self.upto :]:
             (self._assistant if entry.role == "assistant" else self._user)(entry)
+        self.upto = max(self.upto, len(entries))
+        return self
 
     def _user(self, entry: Entry) -> None:
         for block in entry.blocks():
