@@ -1,15 +1,18 @@
-"""The ``stenograph`` command: replay, handlers, presets, check."""
+"""stenograph: replay transcripts through presets, explain decisions, list handlers and
+presets, check preset files."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic.alias_generators import to_camel
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -27,6 +30,8 @@ err = Console(stderr=True, highlight=False)
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args = _parser().parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=err)])
     try:
         return args.run(args)
     except (StenographError, TranscriptError, OSError) as exc:
@@ -36,19 +41,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stenograph", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    cmd = commands.add_parser("replay", help="replay a recorded conversation through a preset")
-    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
-    cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
-    cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
-    cmd.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    cmd.set_defaults(run=_replay)
-    cmd = commands.add_parser("explain", help="replay, then print update-threshold's decisions")
-    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
-    cmd.add_argument("--preset", default="coding-agent", help="built-in preset name or .toml file")
-    cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
-    cmd.add_argument("--json", action="store_true", help="print the decisions as JSON")
-    cmd.set_defaults(run=_explain)
+    _replay_command(
+        commands,
+        "replay",
+        "replay a recorded conversation through a preset",
+        "default",
+        "print the report as one JSON object",
+        _replay,
+    )
+    _replay_command(
+        commands,
+        "explain",
+        "replay, then print update-threshold's decisions",
+        "coding-agent",
+        "print the decisions as JSON",
+        _explain,
+    )
     cmd = commands.add_parser("handlers", help="list available handlers and their settings")
     cmd.set_defaults(run=_handlers)
     cmd = commands.add_parser("presets", help="list built-in presets")
@@ -57,6 +67,17 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("preset", help="built-in preset name or .toml file")
     cmd.set_defaults(run=_check)
     return parser
+
+
+def _replay_command(
+    commands: Any, name: str, help_text: str, preset: str, json_help: str, run: Any
+) -> None:
+    cmd = commands.add_parser(name, help=help_text)
+    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
+    cmd.add_argument("--preset", default=preset, help="built-in preset name or .toml file")
+    cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
+    cmd.add_argument("--json", action="store_true", help=json_help)
+    cmd.set_defaults(run=run)
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
