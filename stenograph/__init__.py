@@ -10,13 +10,21 @@ from .engine.engine import Engine, Slot
 from .engine.entries import Entry, EntryError
 from .engine.errors import HandlerError, PairingError, PluginError, PresetError, StenographError
 from .engine.events import (
+    Compacted,
+    CompactionSkipped,
     Custom,
     EntriesMemorized,
     Event,
+    ExtractionFailed,
+    ExtractionFinished,
+    ExtractionStarted,
     HandlerFailed,
     MemorizeSkipped,
     PairingViolation,
+    ThresholdDecision,
+    ToolCallRefused,
 )
+from .engine.extraction import ExtractionRequest
 from .engine.handler import Handler
 from .engine.hookspecs import hookimpl
 from .engine.rendering import check_pairing
@@ -25,12 +33,18 @@ from .engine.settings import HandlerSettings
 
 __version__ = "0.1.0"
 __all__ = [
+    "Compacted",
+    "CompactionSkipped",
     "Custom",
     "Engine",
     "EntriesMemorized",
     "Entry",
     "EntryError",
     "Event",
+    "ExtractionFailed",
+    "ExtractionFinished",
+    "ExtractionRequest",
+    "ExtractionStarted",
     "Handler",
     "HandlerError",
     "HandlerFailed",
@@ -46,6 +60,8 @@ __all__ = [
     "Session",
     "Slot",
     "StenographError",
+    "ThresholdDecision",
+    "ToolCallRefused",
     "check_pairing",
     "hookimpl",
 ]

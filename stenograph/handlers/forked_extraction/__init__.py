@@ -314,7 +314,7 @@ class ForkedExtraction(Handler):
     def _context(self, session: Session, call: PostSamplingCall) -> ForkContext:
         last = call.request or {}
         return ForkContext(
-            model=self.settings.model or str(last.get("model") or "claude-sonnet-4-5"),
+            model=self.settings.model or str(last.get("model") or "claude-sonnet-4-6"),
             system=last.get("system"),
             tools=last.get("tools"),
             messages=session.history.messages(),
