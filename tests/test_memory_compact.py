@@ -35,8 +35,31 @@ def compact_preset(tmp_path, **settings) -> str:
     return str(path)
 
 
+def plain_start(history, first_uncovered: int, min_tokens=5_000, min_texts=5, max_tokens=15_000):
+    """Where the kept part should start, by the documented rule, written out plainly."""
+
+    def tokens(a, b):
+        return sum(history.sent_tokens(e) for e in history.entries[a:b])
+
+    def texts(a):
+        return sum(any(b.get("type") == "text" for b in e.blocks()) for e in history.entries[a:])
+
+    start = first_uncovered
+    while start > 0 and (tokens(start, None) < min_tokens or texts(start) < min_texts):
+        if tokens(start - 1, None) > max_tokens:
+            break
+        start -= 1
+    for candidate in range(start, 0, -1):
+        if tokens(candidate, None) > max_tokens:
+            break
+        if history.safe_start(candidate):
+            return candidate
+    return next(c for c in range(start + 1, first_uncovered + 1) if history.safe_start(c))
+
+
 def drive(path, preset: str, state_dir) -> tuple[stenograph.Session, list[tuple[dict, list]]]:
-    """Replay ``path`` by hand, keeping every request and the events of its pre-call."""
+    """Replay ``path`` by hand, keeping every request and the events of its pre-call; at
+    each compaction, the kept part must start where the documented rule says."""
     session = stenograph.Engine.from_preset(preset).open_session(
         "c", state_dir=state_dir, clock=stenograph.ManualClock(0)
     )
@@ -51,6 +74,9 @@ def drive(path, preset: str, state_dir) -> tuple[stenograph.Session, list[tuple[
         seen = len(session.events)
         request = session.pre_call(model="m")
         calls.append((request, session.events[seen:]))
+        if any(isinstance(e, Compacted) for e in session.events[seen:]):
+            covered = session.history.by_uuid[session.notes["upto_uuid"]].index
+            assert session.history.window_start == plain_start(session.history, covered + 1)
         session.post_sampling(message)
         session.wait_for_background()
     return session, calls
