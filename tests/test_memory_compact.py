@@ -279,3 +279,52 @@ def test_min_keep_above_max_keep_is_refused(tmp_path):
     path.write_text(f'[[handlers]]\nuse = "{MC}"\nminKeepTokens = 50000\nmaxKeepTokens = 100\n')
     with pytest.raises(stenograph.PresetError, match="minKeepTokens must not exceed"):
         stenograph.Engine.from_preset(path)
+
+
+def test_compaction_waits_for_a_real_running_extraction(
+    tmp_path, messages_server, anthropic_client
+):
+    """The fork writes the notes while pre-call waits: no dead-lock, the fresh notes are used."""
+    import time
+
+    from stenograph.testing import Reply
+
+    def fork(request):
+        last = request.body["messages"][-1]["content"]
+        if not isinstance(last, str):
+            return Reply.text("done")  # the fork's second turn: its edit was answered
+        path = last.split('<notes path="')[1].split('"')[0]
+        return Reply.tool_use(
+            "str_replace_based_edit_tool",
+            {
+                "command": "str_replace",
+                "path": path,
+                "old_str": "# Current State\n",
+                "new_str": "# Current State\n- fresh from the fork\n",
+            },
+            delay=0.5,
+        )
+
+    messages_server.responder = fork
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'strict = true\n[[handlers]]\nuse = "update-threshold"\nminimumMessageTokensToInit = 100\n'
+        'minimumTokensBetweenUpdate = 50\n[[handlers]]\nuse = "forked-extraction"\n'
+        'backend = "anthropic"\nmaxRetries = 0\n'
+        f'[[handlers]]\nuse = "{MC}"\nmaxContextTokens = 1000\nminKeepTokens = 0\n'
+        "minKeepTextMessages = 1\nmaxKeepTokens = 1000\nwaitSeconds = 10\n"
+    )
+    engine = stenograph.Engine.from_preset(path, services={"anthropic": anthropic_client})
+    session = engine.open_session("w", state_dir=tmp_path)
+    editor = [{"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}]
+    session.append({"role": "user", "content": "Refactor. " + "context " * 600})
+    session.pre_call(model="m", tools=editor)
+    session.post_sampling(
+        {**text_reply("Done part one."), "usage": {"input_tokens": 1200, "output_tokens": 5}}
+    )
+    session.append({"role": "user", "content": "Next part."})
+    started = time.monotonic()
+    request = session.pre_call(model="m", tools=editor)  # the fork is still running here
+    assert time.monotonic() - started < 5
+    assert "fresh from the fork" in request["messages"][0]["content"]
+    session.close()

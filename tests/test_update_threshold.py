@@ -200,7 +200,7 @@ def test_state_advances_only_after_a_successful_extraction(tmp_path):
 
 
 def test_requests_filed_while_one_waits_are_coalesced():
-    desk = stenograph.engine.extraction.ExtractionDesk(True, on_change=lambda: None)
+    desk = stenograph.engine.extraction.ExtractionDesk(True)
     make = stenograph.engine.extraction.ExtractionRequest
     first, second = make("a", 1, 1, 0, "r", 0.0), make("b", 2, 2, 0, "r", 0.0)
     desk.file(first)

@@ -28,14 +28,17 @@ class ExtractionRequest:
 
 class ExtractionDesk:
     """At most one pending request: a newer one replaces (coalesces) it. With no extractor
-    in the preset, a filed request counts as handled at once."""
+    in the preset, a filed request counts as handled at once. ``guard`` runs the filer's
+    ``on_success`` (a state change made from a background thread) safely."""
 
-    def __init__(self, has_extractor: bool, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self, has_extractor: bool, guard: Callable[[Callable[[], None]], None] | None = None
+    ) -> None:
         self.has_extractor = has_extractor
         self.pending: ExtractionRequest | None = None
         self.running: ExtractionRequest | None = None
         self._lock = threading.Condition()
-        self._on_change = on_change
+        self._guard = guard or (lambda change: change())
         self._started = 0.0
 
     def file(self, request: ExtractionRequest) -> None:
@@ -66,8 +69,7 @@ class ExtractionDesk:
                 self.running = None
             self._lock.notify_all()
         if ok and request.on_success is not None:
-            request.on_success(request)
-        self._on_change()
+            self._guard(lambda: request.on_success(request))  # type: ignore[misc]
 
     def wait_idle(self, timeout: float, stale_after: float) -> bool:
         """Wait up to ``timeout`` seconds until nothing is pending or running; a run older

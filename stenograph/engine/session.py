@@ -47,13 +47,14 @@ class Session:
         self.last_request: dict[str, Any] | None = None
         self.folder = Path(state_dir) / self.id if state_dir is not None else None
         self._store = SessionStore(self.folder) if self.folder is not None else None
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the phases; background work never takes it
+        self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
         self._background: dict[str, threading.Thread] = {}
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
         self._closed = False
-        self.extractions = ExtractionDesk(engine.has_extractor, on_change=self.save_state)
+        self.extractions = ExtractionDesk(engine.has_extractor, guard=self.update_state)
         self._load()
         self.engine.dispatch("session_opened", self)
 
@@ -128,7 +129,8 @@ class Session:
             self.engine.dispatch("session_closing", self)
             self._closed = True
             if self._store is not None:
-                self._store.save_state(self._state)
+                with self._state_lock:
+                    self._store.save_state(self._state)
                 self._store.close()
 
     def __enter__(self) -> Session:
@@ -145,9 +147,16 @@ class Session:
         return self._last_response
 
     def save_state(self) -> None:
-        """Save the handlers' state now if it changed (it is also saved after each phase)."""
+        """Save the handlers' state now if it changed (it is also saved after each phase
+        and on close). Not for background threads: they use ``update_state``."""
         with self._lock:
             self._save_state_if_changed()
+
+    def update_state(self, change: Callable[[], None]) -> None:
+        """Run ``change`` (which edits handler state) safely from a background thread; the
+        state is saved after the next phase or on close."""
+        with self._state_lock:
+            change()
 
     def set_window(self, start: Entry, preamble: list[dict[str, Any]]) -> None:
         """From now on, requests send ``preamble`` then the history from ``start`` on (the
@@ -164,24 +173,21 @@ class Session:
 
     def record_notes(self, path: str, upto_uuid: str) -> None:
         """An extractor wrote the notes at ``path``, covering the history up to
-        ``upto_uuid``; saved with the session state."""
-        with self._lock:
-            self._state["notes"] = {"path": path, "upto_uuid": upto_uuid}
-            self._save_state_if_changed()
+        ``upto_uuid`` (safe from a background thread; saved with the session state)."""
+        notes = {"path": path, "upto_uuid": upto_uuid}
+        self.update_state(lambda: self._state.__setitem__("notes", notes))
 
     def runtime_state(self, key: str) -> dict[str, Any]:
         """A dict for one handler slot's live objects in this session (never saved)."""
-        with self._lock:
-            return self._runtime.setdefault(key, {})
+        return self._runtime.setdefault(key, {})
 
     def handler_state(self, key: str) -> dict[str, Any]:
         """The persisted dict of one handler slot (created empty)."""
         return self._state["handlers"].setdefault(key, {})
 
     def record(self, event: Event) -> None:
-        """Add an event to ``events``."""
-        with self._lock:
-            self.events.append(event)
+        """Add an event to ``events`` (safe from any thread)."""
+        self.events.append(event)
         log.debug("event %s", event)
 
     def memorize(
@@ -243,10 +249,13 @@ class Session:
     def _save_state_if_changed(self) -> None:
         """Save when something other than the ``seen`` cursor changed (the cursor is saved
         along with other changes and on close: a stale one only shows handlers again)."""
-        if self._store is None or _without_seen(self._state) == _without_seen(self._saved_state):
-            return
-        self._store.save_state(self._state)
-        self._saved_state = copy.deepcopy(self._state)
+        with self._state_lock:
+            if self._store is None or _without_seen(self._state) == _without_seen(
+                self._saved_state
+            ):
+                return
+            self._store.save_state(self._state)
+            self._saved_state = copy.deepcopy(self._state)
 
     def _load(self) -> None:
         self._saved_state: dict[str, Any] = {}
