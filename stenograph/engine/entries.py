@@ -76,14 +76,15 @@ class EntryError(ValueError):
     """A message given to ``Session.append`` cannot be used."""
 
 
-def make_entry(message: Any, now: float) -> Entry:
-    """Validate and copy a host message into an Entry (uuid/timestamp filled when absent)."""
+def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
+    """Validate and copy a host message into an Entry (uuid/timestamp filled when absent);
+    ``owned``: the message is a fresh object nobody else holds, so it is not copied."""
     if not isinstance(message, dict):
         raise EntryError(f"a message must be a dict, got {type(message).__name__}")
     role = message.get("role")
     if role not in ROLES:
         raise EntryError(f"message role must be 'user' or 'assistant', got {role!r}")
-    content = _content(message.get("content"))
+    content = _content(message.get("content"), owned)
     raw_ts = message.get("timestamp", now)
     timestamp = parse_timestamp(raw_ts)
     meta = dict(message.get("meta") or {})
@@ -102,14 +103,14 @@ def make_entry(message: Any, now: float) -> Entry:
     return entry
 
 
-def _content(value: Any) -> str | list[dict[str, Any]]:
+def _content(value: Any, owned: bool = False) -> str | list[dict[str, Any]]:
     if isinstance(value, str):
         return value
     if value is None:
         return ""
     if not isinstance(value, list):
         raise EntryError(f"message content must be a string or a list of blocks, got {value!r:.80}")
-    blocks = copy.deepcopy(value)
+    blocks = value if owned else copy.deepcopy(value)
     for i, block in enumerate(blocks):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise EntryError(f"content block {i} must be a dict with a 'type', got {block!r:.80}")

@@ -95,7 +95,7 @@ class Session:
         """Append the model's response (an anthropic ``Message`` or a dict), then run the
         post-sampling phase."""
         with self._lock:
-            entry = make_entry(_response_message(response), self.clock())
+            entry = make_entry(_response_message(response), self.clock(), owned=_fresh(response))
             self._add(entry)
             call = PostSamplingCall(
                 session=self, now=self.clock(), response=entry, request=self.last_request
@@ -224,7 +224,8 @@ class Session:
         self.history.add(entry)
         if entry.role == "assistant":
             self._last_response = entry
-        self._journal({"op": "append", "entry": entry.to_record()})
+        if self._store is not None:
+            self._store.append({"op": "append", "entry": entry.to_record()})
 
     def _request(self, call: PreCallCall) -> dict[str, Any]:
         request: dict[str, Any] = {"model": call.model}
@@ -301,6 +302,11 @@ class Session:
                 self.history.refresh(entry)
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
+
+
+def _fresh(response: Any) -> bool:
+    """An SDK model is dumped to new objects: its content needs no copy."""
+    return hasattr(response, "model_dump")
 
 
 def _without_seen(state: dict[str, Any]) -> dict[str, Any]:

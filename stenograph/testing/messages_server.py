@@ -424,6 +424,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Serves one connection (HTTP/1.1 keep-alive), handing each request to the owner."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes
     server_version = "stenograph-messages-server"
     sys_version = ""
     server: _HTTPServer

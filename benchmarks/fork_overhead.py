@@ -1,0 +1,334 @@
+"""Main-thread overhead while a forked-extraction fork runs.
+
+Sessions with update-threshold (low thresholds, so it fires) and forked-extraction
+(``backend="anthropic"``, ``editMode="rewrite"``) get the real ``anthropic.Anthropic`` client
+pointed at a local ``MessagesServer``. The server's ``responder`` holds a fork's request open
+(it blocks on a ``threading.Event``) for the sessions whose fork must stay running, and
+answers the others at once. The main thread never touches the network: responses are fed to
+``post_sampling`` as dicts.
+
+Per call, ``session.pre_call(...)`` + ``session.post_sampling(<assistant dict>)`` is timed on
+the main thread (the tool-result ``append`` before it is not), for three kinds of session fed
+the same turns, interleaved round by round:
+
+* ``free``: its fork ran to completion before timing; no fork is running;
+* ``held``: its fork is running, held open by the server: the fork thread sits in a socket
+  read. The timed calls are the same as ``free``'s (negative decisions, nothing filed), so the
+  two differ only by the running fork: this pair is the target (held / free <= 1.2x);
+* ``held, filing``: a fork is held and every decision is positive, so each call files a
+  request that is coalesced and snapshots the context (what a long fork costs the main
+  thread when the agent keeps growing the context meanwhile). Reported, not a target.
+
+Run ``python benchmarks/fork_overhead.py [--quick] [--json]``; see ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anthropic
+from benchlib import (
+    MODEL,
+    SEED,
+    SYSTEM_PROMPT,
+    T0,
+    TOOLS,
+    HistoryCache,
+    Log,
+    Samples,
+    Synth,
+    cli,
+    finish,
+    fmt_us,
+    machine,
+    messages_server,
+    ratio,
+    rotated,
+    stream_seed,
+    verdict,
+    warm_tokenizer,
+)
+
+import stenograph
+from stenograph.engine.presets import Preset, SlotSpec
+from stenograph.testing import Reply
+from stenograph.testing.messages_server import RecordedRequest
+
+SIZES = (200, 2_000)
+CALLS, QUICK_CALLS = 1_000, 40
+WARMUP = 2
+MAX_GROWTH = 0.10
+TARGET = 1.2
+HOLD_LIMIT_S = 600.0  # a held fork is released at the latest after this (never, in practice)
+SMALL_USAGE = {  # context size 600 < minimumTokensBetweenUpdate: the decision is negative
+    "input_tokens": 10,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 500,
+    "output_tokens": 90,
+}
+KINDS = ("free", "held", "held, filing")
+TIMED, WARM, TRIGGER = 0, 1, 2  # streams of synthetic turns
+NOTES = re.compile(r'<notes path="([^"]+)">\n(.*)\n</notes>', re.DOTALL)
+
+
+class ForkServer:
+    """The local Messages API: holds the forks of the sessions it is told to hold, answers
+    the others at once with their unchanged notes as a full rewrite."""
+
+    def __init__(self) -> None:
+        self.server = messages_server()
+        self.server.responder = self.respond
+        self.gates: dict[str, threading.Event] = {}
+        self.arrived: dict[str, threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def hold(self, session_id: str) -> None:
+        """Hold the next fork request of ``session_id`` until :meth:`release`."""
+        with self.lock:
+            self.gates[session_id] = threading.Event()
+            self.arrived[session_id] = threading.Event()
+
+    def release(self, session_id: str) -> None:
+        """Let the held fork of ``session_id`` get its reply."""
+        with self.lock:
+            gate = self.gates.pop(session_id, None)
+        if gate is not None:
+            gate.set()
+
+    def wait_arrived(self, session_id: str, timeout: float = 10.0) -> bool:
+        """Wait until the held fork's request is at the server."""
+        return self.arrived[session_id].wait(timeout)
+
+    def respond(self, request: RecordedRequest) -> Reply:
+        """A fork's request: hold it when told to, then rewrite the notes unchanged."""
+        prompt = request.body["messages"][-1]["content"]
+        text = prompt if isinstance(prompt, str) else prompt[-1].get("text", "")
+        found = NOTES.search(text)
+        if found is None:
+            return Reply.error(400, "not a fork request")
+        path, notes = found.groups()
+        session_id = Path(path).parent.name
+        with self.lock:
+            gate, arrived = self.gates.get(session_id), self.arrived.get(session_id)
+        if gate is not None and arrived is not None:
+            arrived.set()
+            gate.wait(HOLD_LIMIT_S)  # the connection thread blocks; so does the fork's read
+        return Reply.text(f"```markdown\n{notes}\n```")
+
+    def close(self) -> None:
+        """Release everything and stop serving."""
+        for session_id in list(self.gates):
+            self.release(session_id)
+        self.server.close()
+
+
+def make_engine(scratch: Path, client: anthropic.Anthropic) -> stenograph.Engine:
+    """update-threshold (init 1,000 / growth 5,000 / 1 tool call) + forked-extraction on the
+    anthropic backend, rewrite mode, notes under ``scratch/<session_id>/``."""
+    threshold = {
+        "minimumMessageTokensToInit": 1_000,
+        "minimumTokensBetweenUpdate": 5_000,
+        "toolCallsBetweenUpdates": 1,
+    }
+    fork = {
+        "backend": "anthropic",
+        "editMode": "rewrite",
+        "memoryPath": str(scratch / "{session_id}" / "session-memory.md"),
+        "timeoutSeconds": HOLD_LIMIT_S + 60,
+        "maxRetries": 0,
+        "maxTurns": 2,
+    }
+    slots = (
+        SlotSpec("update-threshold", threshold, dict.fromkeys(threshold, "bench"), "handlers[0]"),
+        SlotSpec("forked-extraction", fork, dict.fromkeys(fork, "bench"), "handlers[1]"),
+    )
+    preset = Preset(name="fork-bench", description="", strict=True, slots=slots, label="bench")
+    return stenograph.Engine(preset, services={"anthropic": client})
+
+
+@dataclass
+class Lane:
+    """One kind of session at one size, rebuilt (untimed) from a fresh shared history when
+    it grew by more than ``MAX_GROWTH``; each build starts (and, for ``free``, finishes) a
+    fork before any call is timed."""
+
+    kind: str
+    size: int
+    engine: stenograph.Engine
+    forks: ForkServer
+    histories: HistoryCache
+    scratch: Path
+    samples: Samples = field(init=False)
+    builds: int = 0
+    positive: int = 0
+    held_while_timed: bool = True
+    session: Any = None
+    synth: Synth | None = None
+
+    def __post_init__(self) -> None:
+        self.samples = Samples(f"{self.kind} @ {self.size:,}")
+
+    @property
+    def holds(self) -> bool:
+        """Whether this lane's fork is held while timed."""
+        return self.kind != "free"
+
+    def rebuild(self) -> None:
+        """Fresh session and history; the first call starts the fork (held or finished)."""
+        self.close()
+        seed = SEED + self.size * 1_000 + self.builds
+        messages, self.synth = self.histories.get(self.size, seed)
+        self.clock = stenograph.ManualClock(T0)
+        session_id = f"{self.kind.replace(', ', '-')}-{self.size}-{self.builds}"
+        if self.holds:
+            self.forks.hold(session_id)
+        self.session = self.engine.open_session(session_id, state_dir=None, clock=self.clock)
+        for message in messages:
+            self.session.append(message)
+        self.call(TRIGGER, self.builds, natural_usage=True)  # positive: the fork starts
+        self._settle_fork()
+        for index in range(WARMUP):
+            self.call(WARM, self.builds * WARMUP + index)
+        self.builds += 1
+
+    def _settle_fork(self) -> None:
+        """``free``: wait for the fork to finish; held kinds: until it is at the server."""
+        session = self.session
+        if self.holds:
+            if not self.forks.wait_arrived(session.id):
+                raise RuntimeError(f"{session.id}: the fork did not reach the server")
+            return
+        if not session.wait_for_background(30):
+            raise RuntimeError(f"{session.id}: the fork did not finish")
+        if not any(e.kind == "ExtractionFinished" for e in session.events):
+            raise RuntimeError(f"{session.id}: the fork failed: {session.events[-1]}")
+
+    def timed(self, index: int) -> None:
+        """One timed call; rebuilds first when the history grew too much."""
+        if self.session is None or len(self.session.history) >= self.size * (1 + MAX_GROWTH):
+            self.rebuild()
+        seen = len(self.session.events)
+        self.samples.add_ns(self.call(TIMED, index))
+        self.positive += sum(
+            1 for e in self.session.events[seen:] if e.kind == "ThresholdDecision" and e.extract
+        )
+        if self.holds and self.session.wait_for_background(0):
+            self.held_while_timed = False  # the fork ended: the figures would be wrong
+
+    def call(self, stream: int, index: int, natural_usage: bool = False) -> int:
+        """Append the tool results (untimed), then time ``pre_call`` + ``post_sampling``.
+        ``free`` and ``held`` answer with a small usage (negative decision); ``held,
+        filing`` (and the trigger call) keep the generator's growing usage (positive)."""
+        assert self.synth is not None
+        synth, session = self.synth, self.session
+        synth.reseed(stream_seed(stream, index))
+        user, assistant = synth.turn(tools_only=True)
+        if not natural_usage and self.kind != "held, filing":
+            assistant["usage"] = dict(SMALL_USAGE)
+        self.clock.advance(synth.rng.uniform(2.0, 45.0))
+        assistant["timestamp"] = self.clock.now + synth.rng.uniform(1.0, 30.0)
+        session.append(user)
+        start = time.perf_counter_ns()
+        session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
+        session.post_sampling(assistant)
+        elapsed = time.perf_counter_ns() - start
+        self.clock.set(assistant["timestamp"])
+        return elapsed
+
+    def close(self) -> None:
+        """Release a held fork, let it finish, close the session, drop its notes."""
+        if self.session is None:
+            return
+        self.forks.release(self.session.id)
+        self.session.close()
+        shutil.rmtree(self.scratch / self.session.id, ignore_errors=True)
+        self.session = None
+
+
+def run_size(
+    size: int, calls: int, engine: stenograph.Engine, forks: ForkServer, scratch: Path, log: Log
+) -> dict[str, Any]:
+    """Every kind at one size, interleaved round by round."""
+    histories = HistoryCache()
+    lanes = [Lane(kind, size, engine, forks, histories, scratch) for kind in KINDS]
+    log(f"{size:,} entries: {len(lanes)} lanes x {calls} calls")
+    for index in range(calls):
+        for lane in rotated(lanes, index):
+            lane.timed(index)
+    for lane in lanes:
+        lane.samples.note = f"{lane.positive} positive decisions, {lane.builds} sessions"
+        lane.close()
+    by_kind = {lane.kind: lane for lane in lanes}
+    return {
+        "samples": {lane.kind: lane.samples for lane in lanes},
+        "held_while_timed": all(lane.held_while_timed for lane in lanes if lane.holds),
+        "ratios": {
+            "held / free": ratio(by_kind["held"].samples, by_kind["free"].samples),
+            "held, filing / free": ratio(by_kind["held, filing"].samples, by_kind["free"].samples),
+        },
+    }
+
+
+def run_all(quick: bool, log: Log) -> dict[str, Any]:
+    """Every size."""
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "quick": quick,
+        "switch_interval_s": sys.getswitchinterval(),
+        "tiktoken_load_ms": warm_tokenizer(),
+        "sizes": {},
+    }
+    forks = ForkServer()
+    client = anthropic.Anthropic(api_key="x", base_url=forks.server.url, max_retries=0)
+    try:
+        with tempfile.TemporaryDirectory(prefix="stenograph-bench-") as tmp:
+            engine = make_engine(Path(tmp), client)
+            for size in SIZES:
+                calls = QUICK_CALLS if quick else CALLS
+                results["sizes"][str(size)] = run_size(size, calls, engine, forks, Path(tmp), log)
+    finally:
+        forks.close()
+    results["server_errors"] = [repr(e) for e in forks.server.errors]
+    results["targets"] = {
+        f"held_over_free_{size}": r["ratios"]["held / free"]["median"] <= TARGET
+        and r["held_while_timed"]
+        for size, r in results["sizes"].items()
+    }
+    results["wall_seconds"] = round(log.elapsed(), 1)
+    return results
+
+
+def print_report(results: dict[str, Any]) -> None:
+    """Human-readable tables."""
+    print(f"machine: {results['machine']}")
+    print(f"GIL switch interval {results['switch_interval_s'] * 1e3:.0f} ms")
+    print("\npre_call + post_sampling per call on the main thread, median / p90")
+    for size, r in results["sizes"].items():
+        print(f" {int(size):,} entries (fork held throughout: {r['held_while_timed']})")
+        for kind, s in r["samples"].items():
+            print(f"   {kind:<14} {fmt_us(s.median):>9} / {fmt_us(s.p90):>9}   ({s.note})")
+        for name, q in r["ratios"].items():
+            target = ""
+            if name == "held / free":
+                target = f"   target <= {TARGET}x: {verdict(q['median'] <= TARGET)}"
+            print(f"   {name:<20} median {q['median']:.2f}x, p90 {q['p90']:.2f}x{target}")
+    if results["server_errors"]:
+        print(f"server errors: {results['server_errors']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    args = cli(__doc__, argv)
+    return finish(run_all(args.quick, Log()), args.json, print_report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+"""What ``stenograph.integrations.anthropic.wrap(client, session)`` adds to each
+``messages.create`` call, against the plain SDK call with the same messages.
+
+A local ``MessagesServer`` (in a child process, so its work never competes with the client
+for the GIL) answers every request at once with the same few-KB reply: a text block and a
+``Write`` tool call. A multi-turn tool loop runs at 10, 100 and 500 messages of history;
+every round times one call of each variant, in a rotating order:
+
+* ``direct``: ``client.messages.create(model, max_tokens, system, tools, messages)``;
+* ``wrap(inactivity-only)``: the same call on ``wrap(client, session)``, the session on the
+  ``inactivity-only`` preset (in memory);
+* ``wrap(default)``: the same on the ``default`` preset, forked-extraction forced offline with
+  its notes in a temporary folder; its background notes writer is awaited after the call,
+  outside the timed region.
+
+Timed: the ``create`` call only (for the wrapper: appending the new tool-result message to
+the session, pre-call, the SDK call, post-sampling). Not timed: building the history, the
+host appending the reply and the next tool result to its message list, waiting for
+background work, rebuilding a history that grew by more than 10 %.
+
+Run ``python benchmarks/integration_overhead.py [--quick] [--json]``; see
+``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import anthropic
+from benchlib import (
+    MODEL,
+    SEED,
+    SYSTEM_PROMPT,
+    T0,
+    TOOLS,
+    HistoryCache,
+    Log,
+    Samples,
+    cli,
+    finish,
+    fmt_us,
+    machine,
+    messages_server,
+    quiet_model_deprecation,
+    rotated,
+    warm_tokenizer,
+)
+
+import stenograph
+from stenograph.integrations.anthropic import wrap
+from stenograph.testing import Reply
+
+SIZES = (10, 100, 500)
+CALLS = {10: 600, 100: 600, 500: 200}
+QUICK_CALLS = {10: 20, 100: 20, 500: 12}
+WARMUP = 1
+MAX_GROWTH = 0.10
+MAX_TOKENS = 1024
+TARGET_PERCENT = 5.0
+VARIANTS = ("direct", "wrap(inactivity-only)", "wrap(default)")
+REPLY_TEXT = "I'll write the updated module now, then run the tests again."
+TOOL_RESULT = "File written: /repo/src/app/session_core.py (3,120 bytes).\n" * 24
+
+
+# ---------------------------------------------------------------------------------------------
+# the server, in a child process
+# ---------------------------------------------------------------------------------------------
+
+
+def reply_content() -> str:
+    """The ~3 KB file content of the reply's Write call."""
+    line = "    def render_{0}(self, value: int = {0}) -> str:  # keep the cache warm\n"
+    return "".join(line.format(i) for i in range(40))
+
+
+def serve(conn: Connection) -> None:
+    """Child process: serve the same reply to every request until told to stop."""
+    quiet_model_deprecation()
+    server = messages_server()
+    server.default = Reply.tool_use(
+        "Write",
+        {"file_path": "/repo/src/app/session_core.py", "content": reply_content()},
+        text=REPLY_TEXT,
+    )
+    conn.send(server.url)
+    conn.recv()
+    server.close()
+
+
+class ServerProcess:
+    """The MessagesServer in a spawned child process."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=serve, args=(child,), daemon=True)
+        self.process.start()
+        self.url: str = self.conn.recv()
+
+    def close(self) -> None:
+        """Stop the child (by its own process object only)."""
+        self.conn.send("stop")
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.terminate()
+
+
+# ---------------------------------------------------------------------------------------------
+# variants
+# ---------------------------------------------------------------------------------------------
+
+
+def plain(message: dict[str, Any]) -> dict[str, Any]:
+    """A synthetic message as a host keeps it: role and content only."""
+    return {"role": message["role"], "content": message["content"]}
+
+
+def make_engine(variant: str, scratch: Path) -> stenograph.Engine | None:
+    """The engine of a wrapped variant (None for ``direct``)."""
+    if variant == "direct":
+        return None
+    if variant == "wrap(inactivity-only)":
+        return stenograph.Engine.from_preset("inactivity-only")
+    notes = scratch / "notes" / "{session_id}" / "session-memory.md"
+    overrides = {"forked-extraction": {"backend": "offline", "memory_path": str(notes)}}
+    return stenograph.Engine.from_preset("default", overrides=overrides)
+
+
+@dataclass
+class Lane:
+    """One variant at one size: a host's message list (and, wrapped, its session)."""
+
+    variant: str
+    size: int
+    engine: stenograph.Engine | None
+    client: anthropic.Anthropic
+    histories: HistoryCache
+    scratch: Path
+    samples: Samples = field(init=False)
+    starting: Samples = field(init=False)
+    builds: int = 0
+    done: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    session: Any = None
+    api: Any = None
+
+    def __post_init__(self) -> None:
+        self.samples = Samples(f"{self.variant} @ {self.size}")
+        self.starting = Samples(f"{self.variant} @ {self.size}, calls starting a notes write")
+        self.per_build = max(1, int(self.size * MAX_GROWTH / 2))
+
+    def rebuild(self) -> None:
+        """A fresh history of ``size - 2 * WARMUP`` messages ending with tool calls, then
+        ``WARMUP`` untimed calls: timed calls start at ``size`` messages."""
+        self.close()
+        built, _ = self.histories.get(self.size - 2 * WARMUP, SEED + self.size + self.builds)
+        self.messages = [plain(m) for m in built]
+        self.api = self.client
+        if self.engine is not None:
+            self.clock = stenograph.ManualClock(T0)
+            session_id = f"{self.variant[5:-1]}-{self.size}-{self.builds}"
+            self.session = self.engine.open_session(session_id, state_dir=None, clock=self.clock)
+            for message in self.messages:
+                self.session.append(message)
+            self.api = wrap(self.client, self.session)
+        self.builds += 1
+        self.done = 0
+        for _ in range(WARMUP):
+            self.call()
+
+    def timed(self) -> None:
+        """One timed call (rebuilding first when the history grew enough)."""
+        if self.done >= self.per_build:
+            self.rebuild()
+        seen = len(self.session.events) if self.session is not None else 0
+        elapsed = self.call()
+        self.samples.add_ns(elapsed)
+        if self.session is not None and any(
+            e.kind == "ExtractionStarted" for e in self.session.events[seen:]
+        ):
+            self.starting.add_ns(elapsed)
+        self.done += 1
+
+    def call(self) -> int:
+        """The tool result in, one ``messages.create`` timed, the reply kept; nanoseconds."""
+        last = self.messages[-1]["content"]
+        results = [
+            {"type": "tool_result", "tool_use_id": block["id"], "content": TOOL_RESULT}
+            for block in last
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        ]
+        self.messages.append({"role": "user", "content": results})
+        if self.engine is not None:
+            self.clock.advance(5.0)
+        start = time.perf_counter_ns()
+        response = self.api.messages.create(
+            model=MODEL,
+            max_tokens=MAX_TOKENS,
+            system=SYSTEM_PROMPT,
+            tools=TOOLS,
+            messages=self.messages,
+        )
+        elapsed = time.perf_counter_ns() - start
+        content = [block.model_dump(mode="json", exclude_none=True) for block in response.content]
+        self.messages.append({"role": "assistant", "content": content})
+        if self.session is not None:
+            self.session.wait_for_background()
+        return elapsed
+
+    def close(self) -> None:
+        """Close the session (and drop its notes)."""
+        if self.session is not None:
+            self.session.close()
+            shutil.rmtree(self.scratch / "notes" / self.session.id, ignore_errors=True)
+            self.session = None
+
+
+def run_size(
+    size: int, calls: int, client: anthropic.Anthropic, scratch: Path, log: Log
+) -> dict[str, Any]:
+    """Every variant at one size, interleaved round by round."""
+    histories = HistoryCache()
+    lanes = [
+        Lane(variant, size, make_engine(variant, scratch), client, histories, scratch)
+        for variant in VARIANTS
+    ]
+    for lane in lanes:
+        lane.rebuild()
+    log(f"{size} messages: {len(lanes)} variants x {calls} calls")
+    for index in range(calls):
+        for lane in rotated(lanes, index):
+            lane.timed()
+    for lane in lanes:
+        lane.samples.note = f"{lane.builds} histories, {lane.per_build} timed call(s) each"
+        lane.close()
+    direct = lanes[0].samples
+    return {
+        "samples": {lane.variant: lane.samples for lane in lanes},
+        "overhead": {lane.variant: overhead(lane.samples, direct) for lane in lanes[1:]},
+        "notes_write_starts": {
+            lane.variant: lane.starting for lane in lanes if lane.starting.values
+        },
+    }
+
+
+def overhead(wrapped: Samples, direct: Samples) -> dict[str, float]:
+    """What the wrapper adds: µs and percent of the direct call (median and p90)."""
+    return {
+        "median_us": wrapped.median - direct.median,
+        "median_percent": 100 * (wrapped.median - direct.median) / direct.median,
+        "p90_us": wrapped.p90 - direct.p90,
+        "p90_percent": 100 * (wrapped.p90 - direct.p90) / direct.p90,
+    }
+
+
+def run_all(quick: bool, log: Log) -> dict[str, Any]:
+    """Every size."""
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "quick": quick,
+        "tiktoken_load_ms": warm_tokenizer(),
+        "sizes": {},
+    }
+    server = ServerProcess()
+    client = anthropic.Anthropic(api_key="x", base_url=server.url, max_retries=0)
+    try:
+        with tempfile.TemporaryDirectory(prefix="stenograph-bench-") as tmp:
+            for size in SIZES:
+                calls = (QUICK_CALLS if quick else CALLS)[size]
+                results["sizes"][str(size)] = run_size(size, calls, client, Path(tmp), log)
+    finally:
+        client.close()
+        server.close()
+    results["targets"] = {
+        f"{variant}_{size}_under_{TARGET_PERCENT:.0f}pct": o["median_percent"] < TARGET_PERCENT
+        for size, r in results["sizes"].items()
+        for variant, o in r["overhead"].items()
+    }
+    results["wall_seconds"] = round(log.elapsed(), 1)
+    return results
+
+
+def print_report(results: dict[str, Any]) -> None:
+    """Human-readable tables."""
+    print(f"machine: {results['machine']}")
+    print("\nmessages.create per call (local server in a child process), median / p90")
+    for size, r in results["sizes"].items():
+        print(f" {size} messages of history")
+        for variant, s in r["samples"].items():
+            print(f"   {variant:<22} {fmt_us(s.median):>9} / {fmt_us(s.p90):>9}   ({s.note})")
+        for variant, o in r["overhead"].items():
+            ok = o["median_percent"] < TARGET_PERCENT
+            print(
+                f"   {variant:<22} adds {o['median_us']:+.0f} µs ({o['median_percent']:+.1f} %)"
+                f" median, {o['p90_us']:+.0f} µs ({o['p90_percent']:+.1f} %) p90"
+                f"   target < {TARGET_PERCENT:.0f} %: {'PASS' if ok else 'FAIL'}"
+            )
+        for variant, s in r["notes_write_starts"].items():
+            print(
+                f"   {variant}: the {len(s.values)} calls that started a background notes write:"
+                f" median {fmt_us(s.median)}, p90 {fmt_us(s.p90)}"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    args = cli(__doc__, argv)
+    quiet_model_deprecation()
+    return finish(run_all(args.quick, Log()), args.json, print_report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
