@@ -12,7 +12,6 @@ import argparse
 import copy
 import gc
 import json
-import math
 import os
 import platform
 import statistics
@@ -38,6 +37,7 @@ from engine_overhead import (  # noqa: E402  (the house synthetic conversation)
     T0,
     TOOLS,
     Synth,
+    percentile,
     stream_seed,
 )
 
@@ -68,13 +68,6 @@ DEMO = REPO / "examples" / "demo-session.jsonl"
 # ---------------------------------------------------------------------------------------------
 # statistics
 # ---------------------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100])."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 @dataclass
