@@ -361,3 +361,24 @@ def test_token_totals_follow_memorize_without_a_recount():
     expected = sum(history.sent_tokens(e) for e in history)
     assert full_after == full and sent_after == expected < sent
     assert history.request_tokens() == expected
+
+
+def test_background_worker_runs_jobs_in_order_survives_failures_and_retires():
+    from stenograph.engine.background import Worker
+
+    worker = Worker("w", idle_seconds=0.05)
+    done = []
+
+    def boom():
+        raise RuntimeError("job failed")
+
+    for job in (lambda: done.append(1), boom, lambda: done.append(2)):
+        worker.submit(job)
+    assert worker.wait(5) and done == [1, 2]
+    first = worker._thread
+    import time
+
+    time.sleep(0.2)
+    assert worker._thread is None and not first.is_alive()  # retired after being idle
+    worker.submit(lambda: done.append(3))
+    assert worker.wait(5) and done == [1, 2, 3]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .background import Worker
 from .clock import Clock, system_clock
 from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, entry_from_record, make_entry
@@ -50,7 +51,7 @@ class Session:
         self._lock = threading.RLock()  # the phases; background work never takes it
         self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
-        self._background: dict[str, threading.Thread] = {}
+        self._background: dict[str, Worker] = {}
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
         self._closed = False
@@ -115,9 +116,7 @@ class Session:
     def wait_for_background(self, timeout: float = 15.0) -> bool:
         """Wait up to ``timeout`` seconds for background work; True when none is left."""
         deadline = time.monotonic() + max(0.0, timeout)
-        for thread in list(self._background.values()):
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return not any(t.is_alive() for t in self._background.values())
+        return all(w.wait(deadline - time.monotonic()) for w in list(self._background.values()))
 
     def close(self, timeout: float = CLOSE_WAIT_SECONDS) -> None:
         """Wait (bounded) for background work, run ``session_closing``, save the state."""
@@ -211,12 +210,13 @@ class Session:
             self.history.refresh(entry)
             self._journal({"op": "sent", "uuid": entry.uuid, "content": entry.sent_content})
 
-    def run_in_background(self, name: str, work: Callable[[], None]) -> threading.Thread:
-        """Run ``work`` in a daemon thread; ``wait_for_background`` waits for it."""
-        thread = threading.Thread(target=work, name=f"stenograph-{self.id}-{name}", daemon=True)
-        self._background[name] = thread
-        thread.start()
-        return thread
+    def run_in_background(self, name: str, work: Callable[[], None]) -> None:
+        """Run ``work`` on this session's background worker ``name`` (jobs of one name run
+        one after the other); ``wait_for_background`` waits for them."""
+        worker = self._background.get(name)
+        if worker is None:
+            worker = self._background.setdefault(name, Worker(f"stenograph-{self.id}-{name}"))
+        worker.submit(work)
 
     # internals -------------------------------------------------------------------------
 
