@@ -145,12 +145,6 @@ class Session:
         """The newest assistant entry."""
         return self._last_response
 
-    def save_state(self) -> None:
-        """Save the handlers' state now if it changed (it is also saved after each phase
-        and on close). Not for background threads: they use ``update_state``."""
-        with self._lock:
-            self._save_state_if_changed()
-
     def update_state(self, change: Callable[[], None]) -> None:
         """Run ``change`` (which edits handler state) safely from a background thread; the
         state is saved after the next phase or on close."""

@@ -105,7 +105,3 @@ class MemoryFile:
             if self.read() != expected:
                 raise NotesConflict(str(self.path))
             atomic_write(self.path, text, mode=0o600)
-
-    def is_template(self, text: str) -> bool:
-        """Whether ``text`` holds nothing beyond the template."""
-        return text.strip() == self.template.strip()
