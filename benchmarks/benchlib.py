@@ -42,6 +42,7 @@ from engine_overhead import (  # noqa: E402  (the house synthetic conversation)
 )
 
 import stenograph  # noqa: E402
+from stenograph.engine.tokens import collect_text  # noqa: E402
 
 __all__ = [
     "MODEL",
@@ -289,30 +290,8 @@ def message_texts(message: dict[str, Any]) -> list[str]:
     thinking, tool name and JSON input, tool result content; media blocks are skipped (they
     count a flat rate). Mirrors ``stenograph.engine.tokens.content_tokens``."""
     out: list[str] = []
-    _texts(message.get("content"), out)
+    collect_text(message.get("content"), out)
     return out
-
-
-def _texts(blocks: Any, out: list[str]) -> None:
-    """Append the countable text of ``blocks`` to ``out``."""
-    if isinstance(blocks, str):
-        out.append(blocks)
-        return
-    for block in blocks if isinstance(blocks, list) else ():
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            out.append(str(block.get("text", "")))
-        elif kind == "thinking":
-            out.append(str(block.get("thinking", "")))
-        elif kind in ("tool_use", "server_tool_use"):
-            out.append(str(block.get("name", "")))
-            out.append(json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True))
-        elif kind == "tool_result":
-            _texts(block.get("content", ""), out)
-        elif kind not in ("image", "document", "redacted_thinking"):
-            out.append(json.dumps(block, ensure_ascii=False, sort_keys=True))
 
 
 @dataclass

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .entries import Entry
-from .tokens import _collect
+from .tokens import collect_text
 
 INPUT_KEEP_CHARS = 200
 ToolNameOf = Callable[[str], str]
@@ -51,7 +51,7 @@ def _reduce(
 def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
     """The short, deterministic stand-in for a memorized tool_result (same id, same error flag)."""
     texts: list[str] = []
-    media = _collect(block.get("content", ""), texts)
+    media = collect_text(block.get("content", ""), texts)
     text = "\n".join(texts)
     parts = [f"{len(text):,} chars"]
     if media:

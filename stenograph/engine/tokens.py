@@ -40,12 +40,13 @@ def content_tokens(content: Any, estimator: str = "tiktoken") -> int:
     if isinstance(content, str):
         return count(content)
     texts: list[str] = []
-    media = _collect(content, texts)
+    media = collect_text(content, texts)
     return count("\n".join(texts)) + media * FLAT_MEDIA_TOKENS
 
 
-def _collect(blocks: Any, texts: list[str]) -> int:
-    """Append the countable text of ``blocks`` to ``texts``; return the number of media blocks."""
+def collect_text(blocks: Any, texts: list[str]) -> int:
+    """Append the countable text of ``blocks`` (what token estimates count) to ``texts``;
+    return the number of image/document blocks, which count at a flat rate."""
     if isinstance(blocks, str):
         texts.append(blocks)
         return 0
@@ -64,7 +65,7 @@ def _collect(blocks: Any, texts: list[str]) -> int:
             texts.append(str(block.get("name", "")))
             texts.append(json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True))
         elif kind == "tool_result":
-            media += _collect(block.get("content", ""), texts)
+            media += collect_text(block.get("content", ""), texts)
         elif kind != "redacted_thinking":
             texts.append(json.dumps(block, ensure_ascii=False, sort_keys=True))
     return media
