@@ -126,7 +126,20 @@ def _replay(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=2))
     else:
         _print_report(report)
-    return 0
+    return _warn_skipped(report)
+
+
+def _warn_skipped(report: ReplayReport) -> int:
+    """Broken transcript lines were skipped: say which (stderr), exit 1 (the report stands)."""
+    if not report.skipped_lines:
+        return 0
+    for warning in report.warnings[:5]:
+        err.print(f"warning: {warning}", markup=False, soft_wrap=True)
+    more = len(report.warnings) - 5
+    if more > 0:
+        err.print(f"warning: … and {more} more")
+    err.print(f"warning: {report.skipped_lines} transcript line(s) skipped", markup=False)
+    return 1
 
 
 def _print_report(report: ReplayReport) -> None:

@@ -130,10 +130,14 @@ def test_cli_replay_skips_garbage_lines_with_a_count(tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text("\n".join(lines) + "\n")
     result = run_cli("replay", str(broken), "--json", "--state-dir", str(tmp_path))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1  # the report stands; the exit status flags the skipped lines
     data = json.loads(result.stdout)
     assert data["skipped_lines"] == 3 and data["calls"] == 11
     assert any(":6:" in w for w in data["warnings"])
+    assert (
+        f"{broken}:6: skipped" in result.stderr and "3 transcript line(s) skipped" in result.stderr
+    )
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("args", [("missing.jsonl",), ("{demo}", "--preset", "nope")])
