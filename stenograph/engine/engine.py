@@ -58,6 +58,10 @@ class Engine:
         overrides = dict(overrides or {})
         self._check_override_targets(overrides)
         self.slots = self._build_slots(overrides)
+        self._hooked = {
+            hook: tuple((slot, slot.impls[hook]) for slot in self.slots if hook in slot.impls)
+            for hook in hookspecs.SLOT_HOOKS
+        }
 
     @staticmethod
     def plugin_manager() -> pluggy.PluginManager:
@@ -187,19 +191,19 @@ class Engine:
 
     def dispatch(self, hook_name: str, session: Session, call: Any = None) -> None:
         """Run ``hook_name`` for every slot in preset order; failures are isolated."""
-        for slot in self.slots:
-            impl = slot.impls.get(hook_name)
-            if impl is None:
-                continue
+        for slot, impl in self._hooked[hook_name]:
             if call is not None:
                 call.handler, call.slot = slot.name, slot.index
-            available = {
-                "session": session,
-                "call": call,
-                "state": session.handler_state(slot.state_key),
-            }
+            args = [
+                session
+                if arg == "session"
+                else call
+                if arg == "call"
+                else session.handler_state(slot.state_key)
+                for arg in impl.argnames
+            ]
             try:
-                impl.function(*[available[arg] for arg in impl.argnames])
+                impl.function(*args)
             except Exception as exc:
                 self._failed(session, slot, hook_name, exc)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-import uuid as uuid_module
+import os
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,9 +54,7 @@ class Entry:
 
     def usage_total(self) -> int | None:
         """input + cache creation + cache read + output tokens, when usage was reported."""
-        if not self.usage:
-            return None
-        return sum(int(self.usage.get(k) or 0) for k in USAGE_KEYS)
+        return sum(self.usage.values()) if self.usage else None  # holds only USAGE_KEYS
 
     def message(self) -> dict[str, Any]:
         """The full Anthropic message, as the host appended it."""
@@ -70,6 +69,18 @@ class Entry:
             if getattr(self, key):
                 record[key] = getattr(self, key)
         return record
+
+
+_ids = random.Random()  # private: a host calling random.seed() cannot repeat our ids
+os.register_at_fork(after_in_child=_ids.seed)
+
+
+def new_uuid() -> str:
+    """A random (version 4) UUID string; ~4x faster than ``str(uuid.uuid4())``."""
+    h = "%032x" % (
+        _ids.getrandbits(128) & ~(0xF000 << 64 | 0xC000 << 48) | 0x4000 << 64 | 0x8000 << 48
+    )
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class EntryError(ValueError):
@@ -94,7 +105,7 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     entry = Entry(
         role=role,
         content=content,
-        uuid=str(uid) if uid else str(uuid_module.uuid4()),
+        uuid=str(uid) if uid else new_uuid(),
         timestamp=timestamp,
         usage=_usage(message.get("usage")) if role == "assistant" else None,
         meta=meta,

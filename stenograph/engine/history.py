@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import Entry
-from .rendering import check_pairs, merge_run, render_content
+from .rendering import MessageIds, check_pairs, merge_run, message_ids, render_content
 from .tokens import content_tokens
 
 
@@ -39,6 +39,7 @@ class History:
         self.tool_result_entry: dict[str, Entry] = {}
         self.unmemorized_tool_entries: dict[int, Entry] = {}
         self._messages: list[dict[str, Any]] = []
+        self._ids: list[MessageIds] = []  # the pairing guard's view of _messages
         self._runs: list[list[Entry]] = []
         self._message_of: dict[int, int] = {}
         self._changed: set[int] = set()
@@ -110,12 +111,14 @@ class History:
         else:
             self._runs.append([entry])
             self._messages.append({})
+            self._ids.append(MessageIds(None, (), ()))
         self._message_of[entry.index] = len(self._runs) - 1
         self._rebuild(len(self._runs) - 1)
 
     def _rebuild(self, message_index: int) -> None:
         run = self._runs[message_index]
-        self._messages[message_index] = merge_run(run[0].role, [self.rendered(e) for e in run])
+        message = merge_run(run[0].role, [self.rendered(e) for e in run])
+        self._messages[message_index], self._ids[message_index] = message, message_ids(message)
         self._changed.add(message_index)
 
     def refresh(self, entry: Entry) -> None:
@@ -141,7 +144,7 @@ class History:
 
     def pairing_problems(self) -> list[str]:
         """Pairing problems in the messages changed since the last check."""
-        problems = check_pairs(self._messages, self._changed)
+        problems = check_pairs(self._ids, self._changed)
         self._changed.clear()
         return problems
 
@@ -213,7 +216,7 @@ class History:
         """Claude Code's context size: the newest reported usage (input + cache creation +
         cache read + output) plus estimates for the entries after it; with no usage at all,
         the sum of estimates. Only entries after the newest usage are ever counted."""
-        anchor = self._anchors.setdefault(estimator, _Anchor())
+        anchor = self._anchors.get(estimator) or self._anchors.setdefault(estimator, _Anchor())
         new = self.entries[anchor.upto :]
         start = 0
         for offset in range(len(new) - 1, -1, -1):
@@ -221,6 +224,7 @@ class History:
             if total is not None:
                 anchor.total, anchor.after, start = total, 0, offset + 1
                 break
-        anchor.after += sum(self.full_tokens(e, estimator) for e in new[start:])
+        if start < len(new):
+            anchor.after += sum(self.full_tokens(e, estimator) for e in new[start:])
         anchor.upto = len(self.entries)
         return anchor.total + anchor.after

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .entries import Entry
 from .tokens import collect_text
@@ -94,48 +94,58 @@ def merge_run(role: str, contents: Sequence[str | list[dict[str, Any]]]) -> dict
     return {"role": role, "content": blocks}
 
 
-def _ids(message: dict[str, Any], kind: str, key: str) -> list[str]:
+class MessageIds(NamedTuple):
+    """What the pairing guard needs of one request message."""
+
+    role: Any
+    uses: tuple[Any, ...]
+    results: tuple[Any, ...]
+
+
+def message_ids(message: dict[str, Any]) -> MessageIds:
+    """The role, tool_use ids and tool_result ids of a request message (one pass)."""
+    uses, results = [], []
     content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    return [b.get(key) for b in content if isinstance(b, dict) and b.get("type") == kind]
+    if isinstance(content, list):
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "tool_use":
+                uses.append(block.get("id"))
+            elif kind == "tool_result":
+                results.append(block.get("tool_use_id"))
+    return MessageIds(message.get("role"), tuple(uses), tuple(results))
 
 
-def check_pairs(messages: Sequence[dict[str, Any]], indexes: Iterable[int]) -> list[str]:
+def check_pairs(ids: Sequence[MessageIds], indexes: Iterable[int]) -> list[str]:
     """Pairing problems around the given message indexes (each checked with its neighbours)."""
     problems: list[str] = []
-    for j in sorted({k for i in indexes for k in (i - 1, i) if 0 <= k < len(messages)}):
-        problems.extend(_check_one(messages, j))
+    for j in sorted({k for i in indexes for k in (i - 1, i) if 0 <= k < len(ids)}):
+        problems.extend(_check_one(ids, j))
     return problems
 
 
 def check_pairing(messages: Sequence[dict[str, Any]]) -> list[str]:
     """Every pairing problem of a whole request (empty list: valid)."""
-    return check_pairs(messages, range(len(messages)))
+    return check_pairs([message_ids(m) for m in messages], range(len(messages)))
 
 
-def _check_one(messages: Sequence[dict[str, Any]], i: int) -> list[str]:
-    message = messages[i]
-    problems = []
-    if message.get("role") == "assistant":
-        uses = _ids(message, "tool_use", "id")
-        following = messages[i + 1] if i + 1 < len(messages) else None
-        answered = set(_ids(following, "tool_result", "tool_use_id")) if following else set()
-        for tool_id in uses:
-            if tool_id not in answered:
-                problems.append(f"message {i}: tool_use {tool_id} has no tool_result after it")
-        return problems
-    results = _ids(message, "tool_result", "tool_use_id")
-    if not results:
-        return problems
-    previous = messages[i - 1] if i > 0 else None
-    offered = (
-        set(_ids(previous, "tool_use", "id"))
-        if previous and previous.get("role") == "assistant"
-        else set()
-    )
-    seen: set[str] = set()
-    for tool_id in results:
+def _check_one(ids: Sequence[MessageIds], i: int) -> list[str]:
+    message = ids[i]
+    if message.role == "assistant":
+        if not message.uses:
+            return []
+        answered = set(ids[i + 1].results) if i + 1 < len(ids) else set()
+        return [
+            f"message {i}: tool_use {tool_id} has no tool_result after it"
+            for tool_id in message.uses
+            if tool_id not in answered
+        ]
+    if not message.results:
+        return []
+    previous = ids[i - 1] if i > 0 else None
+    offered = set(previous.uses) if previous and previous.role == "assistant" else set()
+    problems, seen = [], set()
+    for tool_id in message.results:
         if tool_id not in offered:
             problems.append(
                 f"message {i}: tool_result {tool_id} answers no tool_use of message {i - 1}"

@@ -55,9 +55,8 @@ class UpdateThreshold(Handler):
         response = call.response
         if response is None:
             return
-        figures = self.decide(session, state, response.tool_use_ids == ())
+        figures = self.decide(session, state, not response.tool_use_ids)
         call.emit(ThresholdDecision, response_uuid=response.uuid, **figures)
-        log.debug("decision after %s: %s", response.uuid, figures["reason"])
         if figures["extract"]:
             session.extractions.file(
                 ExtractionRequest(
@@ -77,19 +76,31 @@ class UpdateThreshold(Handler):
         history = session.history
         tokens = history.context_size(s.token_estimator)
         tool_calls = history.tool_calls_after(state.get("lastExtractedUuid"))
-        figures = {"tokens": tokens, "tool_calls": tool_calls, "quiet": quiet, "extract": False}
-        if not state.get("initialized"):
-            if tokens < s.minimum_message_tokens_to_init:
-                reason = f"not initialized: {tokens:,} < {s.minimum_message_tokens_to_init:,}"
-                return {**figures, "growth": tokens, "initialized": False, "reason": reason}
+        extract, growth = False, tokens
+        if not state.get("initialized") and tokens < s.minimum_message_tokens_to_init:
+            reason = f"not initialized: {tokens:,} < {s.minimum_message_tokens_to_init:,}"
+        else:
             state["initialized"] = True
-        base = int(state.get("tokensAtLastExtraction", 0))
-        if tokens < base:
-            state["tokensAtLastExtraction"] = base = tokens
-        growth = tokens - base
-        figures.update(growth=growth, initialized=True)
+            base = int(state.get("tokensAtLastExtraction", 0))
+            if tokens < base:
+                state["tokensAtLastExtraction"] = base = tokens
+            growth = tokens - base
+            extract, reason = self._outcome(growth, tool_calls, quiet)
+        return {
+            "tokens": tokens,
+            "growth": growth,
+            "tool_calls": tool_calls,
+            "quiet": quiet,
+            "initialized": bool(state.get("initialized")),
+            "extract": extract,
+            "reason": reason,
+        }
+
+    def _outcome(self, growth: int, tool_calls: int, quiet: bool) -> tuple[bool, str]:
+        """(extract, reason) once initialized."""
+        s = self.settings
         if growth < s.minimum_tokens_between_update:
-            return {**figures, "reason": f"growth {growth:,} < {s.minimum_tokens_between_update:,}"}
+            return False, f"growth {growth:,} < {s.minimum_tokens_between_update:,}"
         if tool_calls >= s.tool_calls_between_updates:
             why = f"{tool_calls:,} tool calls >= {s.tool_calls_between_updates:,}"
         elif quiet:
@@ -99,8 +110,8 @@ class UpdateThreshold(Handler):
                 f"{tool_calls:,} tool calls < {s.tool_calls_between_updates:,}"
                 " and the response calls a tool"
             )
-            return {**figures, "reason": f"growth {growth:,} ok, but {why}"}
-        return {**figures, "extract": True, "reason": f"growth {growth:,} and {why}"}
+            return False, f"growth {growth:,} ok, but {why}"
+        return True, f"growth {growth:,} and {why}"
 
 
 def _advance(state: dict[str, Any], request: ExtractionRequest) -> None:

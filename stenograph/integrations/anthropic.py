@@ -268,14 +268,13 @@ def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
 
 
-def _plain(message: Any) -> dict[str, Any]:
-    """A host message (dict, SDK model, or dict holding SDK content blocks) as plain JSON."""
+def _plain(message: Any) -> Any:
+    """A host message (dict, SDK model, or dict holding SDK content blocks) as plain JSON
+    (``Session.append`` copies it and rejects what is not a message)."""
     if hasattr(message, "model_dump"):
-        message = message.model_dump(mode="json", exclude_none=True)
-    content = message.get("content")
-    if isinstance(content, list):
-        content = [
-            b.model_dump(mode="json", exclude_none=True) if hasattr(b, "model_dump") else b
-            for b in content
-        ]
-    return {**message, "content": content}
+        return message.model_dump(mode="json", exclude_none=True)
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list) and any(hasattr(b, "model_dump") for b in content):
+        blocks = [_plain(b) if hasattr(b, "model_dump") else b for b in content]
+        return {**message, "content": blocks}
+    return message
