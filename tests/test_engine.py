@@ -8,8 +8,11 @@ import json
 import anthropic.types
 import pytest
 from helpers import open_session, run_tool_calls, text_reply, tool_result, tool_turn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import stenograph
+from stenograph.engine.rendering import merge_run, message_ids
 
 CALLS: list[str] = []
 
@@ -382,3 +385,77 @@ def test_background_worker_runs_jobs_in_order_survives_failures_and_retires():
     assert worker._thread is None and not first.is_alive()  # retired after being idle
     worker.submit(lambda: done.append(3))
     assert worker.wait(5) and done == [1, 2, 3]
+
+
+_BLOCK_KINDS = st.sampled_from(["text", "tool_result", "tool_result", "image", "tool_use"])
+
+
+@st.composite
+def _runs_of_entries(draw):
+    """Messages in runs of one role (up to 6 entries), string or block content."""
+    messages = []
+    for r in range(draw(st.integers(1, 5))):
+        role = "user" if r % 2 == 0 else "assistant"
+        for e in range(draw(st.integers(1, 6))):
+            if draw(st.booleans()):
+                messages.append({"role": role, "content": f"{role} {r}.{e}"})
+                continue
+            kinds = draw(st.lists(_BLOCK_KINDS, min_size=1, max_size=3))
+            blocks = [
+                {"type": "tool_result", "tool_use_id": f"t{r}.{e}.{i}", "content": "x"}
+                if kind == "tool_result"
+                else {"type": "tool_use", "id": f"u{r}.{e}.{i}", "name": "R", "input": {}}
+                if kind == "tool_use"
+                else {"type": kind, "text": f"{r}.{e}.{i}"}
+                for i, kind in enumerate(kinds)
+            ]
+            messages.append({"role": role, "content": blocks})
+    return messages
+
+
+def _result(tool_id):
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": "x"}
+
+
+def _text(text):
+    return {"type": "text", "text": text}
+
+
+def test_incremental_rendering_on_long_runs_that_move_tool_results():
+    """Runs long enough to be extended in place, where a later entry's tool_result must move
+    in front of earlier text (or of its own text)."""
+    use = {"type": "tool_use", "id": "a", "name": "R", "input": {}}
+    cases = [
+        [[_result("a")], [_result("b")], [_text("t"), _result("c")]],
+        [[_result("a")], [_result("b")], [_result("c")], "later text", [_result("d")]],
+        ["q", [_result("a")], [_text("t"), _result("b")], [_result("c")]],
+    ]
+    for contents in cases:
+        messages = [{"role": "assistant", "content": [use]}]
+        messages += [{"role": "user", "content": c} for c in contents]
+        _assert_incremental_equals_scratch(messages, memorize_every=99)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=_runs_of_entries(), memorize_every=st.integers(2, 5))
+def test_incremental_rendering_equals_merging_from_scratch(messages, memorize_every):
+    """Messages built entry by entry (and re-rendered after memorize) are exactly what
+    merging each run from scratch gives, so requests never depend on how they were built."""
+    _assert_incremental_equals_scratch(messages, memorize_every)
+
+
+def _assert_incremental_equals_scratch(messages, memorize_every):
+    session = stenograph.Engine.from_preset("inactivity-only").open_session("p", state_dir=None)
+    for message in messages:
+        session.append(message)
+    session.memorize([e for e in session.history if e.has_tools and e.index % memorize_every == 0])
+    runs: list[list[stenograph.Entry]] = []
+    for entry in session.history:
+        if runs and runs[-1][0].role == entry.role:
+            runs[-1].append(entry)
+        else:
+            runs.append([entry])
+    history = session.history
+    expected = [merge_run(run[0].role, [history.rendered(e) for e in run]) for run in runs]
+    assert history.messages() == expected
+    assert history._ids == [message_ids(m) for m in expected]

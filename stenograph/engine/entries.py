@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import marshal
 import os
 import random
 from dataclasses import dataclass, field
@@ -95,45 +96,65 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     role = message.get("role")
     if role not in ROLES:
         raise EntryError(f"message role must be 'user' or 'assistant', got {role!r}")
-    content = _content(message.get("content"), owned)
-    raw_ts = message.get("timestamp", now)
-    timestamp = parse_timestamp(raw_ts)
-    meta = dict(message.get("meta") or {})
-    if timestamp is None and "timestamp" in message:
-        meta["invalid_timestamp"] = repr(raw_ts)[:80]
+    content, uses, results = _content(message.get("content"), owned)
+    meta = dict(message["meta"]) if isinstance(message.get("meta"), dict) else {}
+    timestamp = float(now)
+    if "timestamp" in message:
+        timestamp = parse_timestamp(message["timestamp"])
+        if timestamp is None:
+            meta["invalid_timestamp"] = repr(message["timestamp"])[:80]
     uid = message.get("uuid")
-    entry = Entry(
+    return Entry(
         role=role,
         content=content,
         uuid=str(uid) if uid else new_uuid(),
         timestamp=timestamp,
         usage=_usage(message.get("usage")) if role == "assistant" else None,
         meta=meta,
+        tool_use_ids=uses,
+        tool_result_ids=results,
     )
-    _index_tools(entry)
-    return entry
 
 
-def _content(value: Any, owned: bool = False) -> str | list[dict[str, Any]]:
+def _content(value: Any, owned: bool) -> tuple[str | list[dict[str, Any]], tuple, tuple]:
+    """(content, tool_use ids, tool_result ids), the blocks checked and copied."""
     if isinstance(value, str):
-        return value
+        return value, (), ()
     if value is None:
-        return ""
+        return "", (), ()
     if not isinstance(value, list):
         raise EntryError(f"message content must be a string or a list of blocks, got {value!r:.80}")
     blocks = value if owned else _copy(value)
+    uses, results = [], []
     for i, block in enumerate(blocks):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str):
             raise EntryError(f"content block {i} must be a dict with a 'type', got {block!r:.80}")
-    return blocks
+        if kind in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
+            uses.append(block["id"])
+        elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
+            results.append(block["tool_use_id"])
+    return blocks, tuple(uses), tuple(results)
 
 
 def _copy(value: Any) -> Any:
-    """A deep copy of JSON-like data (dicts, lists, scalars), much faster than deepcopy."""
+    """A deep copy of JSON-like data: through ``marshal`` (C speed) when it holds only
+    built-in types, else walked (other objects deep-copied)."""
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except ValueError:  # an object marshal cannot hold, or nesting too deep for it
+        pass
+    try:
+        return _walk_copy(value)
+    except RecursionError:
+        raise EntryError("message content is nested too deeply") from None
+
+
+def _walk_copy(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
+        return {k: _walk_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy(v) for v in value]
+        return [_walk_copy(v) for v in value]
     if isinstance(value, str | int | float | bool | None):
         return value
     return copy.deepcopy(value)
@@ -152,17 +173,6 @@ def _usage(value: Any) -> dict[str, int] | None:
         if isinstance(number, int | float) and not isinstance(number, bool) and number >= 0:
             usage[key] = int(number)
     return usage or None
-
-
-def _index_tools(entry: Entry) -> None:
-    uses, results = [], []
-    for block in entry.blocks():
-        kind = block.get("type")
-        if kind in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
-            uses.append(block["id"])
-        elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-            results.append(block["tool_use_id"])
-    entry.tool_use_ids, entry.tool_result_ids = tuple(uses), tuple(results)
 
 
 def entry_from_record(record: dict[str, Any]) -> Entry:

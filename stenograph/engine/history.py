@@ -108,12 +108,37 @@ class History:
             return
         if self._runs and self._runs[-1][0].role == entry.role:
             self._runs[-1].append(entry)
-        else:
-            self._runs.append([entry])
-            self._messages.append({})
-            self._ids.append(MessageIds(None, (), ()))
+            self._message_of[entry.index] = len(self._runs) - 1
+            self._extend_last(entry)
+            return
+        self._runs.append([entry])
+        self._messages.append({})
+        self._ids.append(MessageIds(None, (), ()))
         self._message_of[entry.index] = len(self._runs) - 1
         self._rebuild(len(self._runs) - 1)
+
+    def _extend_last(self, entry: Entry) -> None:
+        """Add ``entry`` to the last message without re-merging its whole run (what
+        ``merge_run`` would give, in O(1) Python steps), unless tool_results must move."""
+        index = len(self._messages) - 1
+        if len(self._runs[-1]) <= 2:  # a one-entry message is sent as is, not merged
+            self._rebuild(index)
+            return
+        old = _as_blocks(self._messages[index]["content"])
+        new = _as_blocks(self.rendered(entry))
+        if entry.role == "user" and any(b.get("type") == "tool_result" for b in new):
+            if old and old[-1].get("type") != "tool_result":
+                self._rebuild(index)
+                return
+            new.sort(key=lambda b: b.get("type") != "tool_result")
+        message = {"role": entry.role, "content": old + new}
+        ids = message_ids({"role": entry.role, "content": new})
+        before = self._ids[index]
+        self._messages[index] = message
+        self._ids[index] = MessageIds(
+            entry.role, before.uses + ids.uses, before.results + ids.results
+        )
+        self._changed.add(index)
 
     def _rebuild(self, message_index: int) -> None:
         run = self._runs[message_index]
@@ -228,3 +253,8 @@ class History:
             anchor.after += sum(self.full_tokens(e, estimator) for e in new[start:])
         anchor.upto = len(self.entries)
         return anchor.total + anchor.after
+
+
+def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content as a new list of blocks (a string becomes one text block, as in merge_run)."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
