@@ -146,8 +146,22 @@ class History:
         self._messages[message_index], self._ids[message_index] = message, message_ids(message)
         self._changed.add(message_index)
 
-    def refresh(self, entry: Entry) -> None:
-        """Re-render ``entry`` after its memorized flag or sent content changed."""
+    def refresh(self, *entries: Entry) -> None:
+        """Re-render ``entries`` after their memorized flag or sent content changed (each
+        message they belong to is rebuilt once)."""
+        messages = set()
+        for entry in entries:
+            self._recount(entry)
+            if entry.memorized:
+                self.unmemorized_tool_entries.pop(entry.index, None)
+            if entry.index in self._message_of:
+                messages.add(self._message_of[entry.index])
+        for message_index in sorted(messages):
+            self._rebuild(message_index)
+        self._before_window.clear()
+
+    def _recount(self, entry: Entry) -> None:
+        """Drop the entry's cached rendering; move the running sent totals by the change."""
         counted = {e: t for e, t in self._totals.items() if entry.index < t.upto}
         before = {e: entry.cache.get(("sent", e), self.full_tokens(entry, e)) for e in counted}
         entry.cache.pop("render", None)
@@ -155,12 +169,6 @@ class History:
             del entry.cache[key]
         for estimator, totals in counted.items():
             totals.sent += self.sent_tokens(entry, estimator) - before[estimator]
-        if entry.memorized:
-            self.unmemorized_tool_entries.pop(entry.index, None)
-        message_index = self._message_of.get(entry.index)
-        if message_index is not None:
-            self._rebuild(message_index)
-        self._before_window.clear()
 
     def messages(self) -> list[dict[str, Any]]:
         """The request messages: the preamble, then the entries from ``window_start`` on

@@ -192,7 +192,7 @@ class Session:
             marked = [e for e in entries if not e.memorized]
             for entry in marked:
                 entry.memorized, entry.memo = True, memo
-                self.history.refresh(entry)
+            self.history.refresh(*marked)
             if marked:
                 self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
             return marked
@@ -286,10 +286,10 @@ class Session:
                 if entry.role == "assistant":
                     self._last_response = entry
             elif op == "memorize":
-                for uid in record["uuids"]:
-                    entry = self.history.by_uuid[uid]
+                marked = [self.history.by_uuid[uid] for uid in record["uuids"]]
+                for entry in marked:
                     entry.memorized, entry.memo = True, record.get("memo")
-                    self.history.refresh(entry)
+                self.history.refresh(*marked)
             elif op == "sent":
                 entry = self.history.by_uuid[record["uuid"]]
                 entry.sent_content = record["content"]
