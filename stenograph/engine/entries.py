@@ -124,7 +124,7 @@ def _content(value: Any, owned: bool) -> tuple[str | list[dict[str, Any]], tuple
         return "", (), ()
     if not isinstance(value, list):
         raise EntryError(f"message content must be a string or a list of blocks, got {value!r:.80}")
-    blocks = value if owned else _copy(value)
+    blocks = value if owned else copy_json(value)
     uses, results = [], []
     for i, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, dict) else None
@@ -137,7 +137,7 @@ def _content(value: Any, owned: bool) -> tuple[str | list[dict[str, Any]], tuple
     return blocks, tuple(uses), tuple(results)
 
 
-def _copy(value: Any) -> Any:
+def copy_json(value: Any) -> Any:
     """A deep copy of JSON-like data: through ``marshal`` (C speed) when it holds only
     built-in types, else walked (other objects deep-copied)."""
     try:

@@ -244,10 +244,10 @@ class Session:
     def _save_state_if_changed(self) -> None:
         """Save when something other than the ``seen`` cursor changed (the cursor is saved
         along with other changes and on close: a stale one only shows handlers again)."""
+        if self._store is None:
+            return
         with self._state_lock:
-            if self._store is None or _without_seen(self._state) == _without_seen(
-                self._saved_state
-            ):
+            if _without_seen(self._state) == _without_seen(self._saved_state):
                 return
             self._store.save_state(self._state)
             self._saved_state = copy.deepcopy(self._state)

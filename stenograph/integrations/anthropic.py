@@ -24,6 +24,7 @@ import anthropic
 from ..engine.session import Session
 
 TRANSPORT_KEYS = ("extra_headers", "extra_query", "extra_body", "timeout")
+_NOT_GIVEN = (anthropic.NotGiven, anthropic.Omit)
 
 
 def wrap(client: Any, session: Session) -> Any:
@@ -257,7 +258,7 @@ async def _in_thread(function: Any, *args: Any) -> Any:
 
 
 def _given(value: Any) -> bool:
-    return not isinstance(value, anthropic.NotGiven | anthropic.Omit)
+    return not isinstance(value, _NOT_GIVEN)
 
 
 def _set(usage: Any) -> dict[str, Any]:
