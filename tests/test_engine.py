@@ -366,25 +366,47 @@ def test_token_totals_follow_memorize_without_a_recount():
     assert history.request_tokens() == expected
 
 
-def test_background_worker_runs_jobs_in_order_survives_failures_and_retires():
-    from stenograph.engine.background import Worker
+def test_background_workers_run_jobs_in_order_survive_failures_and_share_threads():
+    import time
 
-    worker = Worker("w", idle_seconds=0.05)
+    from stenograph.engine.background import Pool, Worker
+
+    pool = Pool(idle_seconds=0.2)
+    first, second = Worker("a", pool), Worker("b", pool)
     done = []
 
     def boom():
         raise RuntimeError("job failed")
 
     for job in (lambda: done.append(1), boom, lambda: done.append(2)):
-        worker.submit(job)
-    assert worker.wait(5) and done == [1, 2]
-    first = worker._thread
-    import time
+        first.submit(job)
+    assert first.wait(5) and done == [1, 2]
+    threads = set(pool.threads)
+    assert len(threads) == 1
+    second.submit(lambda: done.append(3))  # another session's worker: the idle thread
+    assert second.wait(5) and done == [1, 2, 3] and pool.threads == threads
+    time.sleep(0.6)
+    assert not pool.threads and not any(t.is_alive() for t in threads)  # retired when idle
+    first.submit(lambda: done.append(4))
+    assert first.wait(5) and done == [1, 2, 3, 4]
 
-    time.sleep(0.2)
-    assert worker._thread is None and not first.is_alive()  # retired after being idle
-    worker.submit(lambda: done.append(3))
-    assert worker.wait(5) and done == [1, 2, 3]
+
+def test_a_worker_runs_one_job_at_a_time_while_others_run_in_parallel():
+    import threading
+
+    from stenograph.engine.background import Pool, Worker
+
+    pool = Pool(idle_seconds=0.2)
+    release = threading.Event()
+    order = []
+    slow, other = Worker("slow", pool), Worker("other", pool)
+    slow.submit(lambda: (release.wait(5), order.append("slow 1")))
+    slow.submit(lambda: order.append("slow 2"))
+    other.submit(lambda: order.append("other"))
+    assert other.wait(5) and order == ["other"]  # not held up by the slow worker
+    assert not slow.wait(0.1)
+    release.set()
+    assert slow.wait(5) and order == ["other", "slow 1", "slow 2"]
 
 
 _BLOCK_KINDS = st.sampled_from(["text", "tool_result", "tool_result", "image", "tool_use"])
