@@ -195,10 +195,17 @@ def test_bad_messages_are_refused_and_nothing_is_appended():
     ):
         with pytest.raises(stenograph.EntryError):
             session.append(bad)
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(stenograph.EntryError, match="nested too deeply"):
+        session.append({"role": "user", "content": [{"type": "text", "text": "x", "x": deep}]})
     assert len(session.history) == 1
+    odd = session.append({"role": "user", "content": "hi", "meta": ["not", "a", "dict"]})
+    assert odd.meta == {}
     with pytest.raises(ValueError, match="already in the history"):
         session.append({"role": "user", "content": "again", "uuid": session.history[0].uuid})
-    assert len(session.history) == 1
+    assert len(session.history) == 2
 
 
 @pytest.mark.parametrize("bad_id", ["", "../x", "a/b", "..", ".hidden", "x" * 201])
