@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .session import Session
 
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     session: Session
     now: float
@@ -27,25 +27,36 @@ class _Call:
         return event
 
 
-@dataclass
+@dataclass(slots=True)
 class PreCallCall(_Call):
     """The request about to be sent. ``new_entries`` came in since the last response;
     ``previous_response`` is the newest assistant entry before them (or None);
     ``unseen_entries`` were appended since the previous pre-call of this session (responses
-    and bulk appends included: what a handler rewriting sent content has not seen yet)."""
+    and bulk appends included: what a handler rewriting sent content has not seen yet);
+    ``end`` is the history's length when the phase began."""
 
     model: str = ""
     system: Any = None
     tools: list[Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    new_entries: tuple[Entry, ...] = ()
     previous_response: Entry | None = None
-    unseen_entries: tuple[Entry, ...] = ()
+    first_unseen: int = 0
+    end: int = 0
+
+    @property
+    def new_entries(self) -> tuple[Entry, ...]:
+        """The entries appended after ``previous_response`` (the new input)."""
+        return tuple(self.session.history.entries[self.input_start : self.end])
+
+    @property
+    def unseen_entries(self) -> tuple[Entry, ...]:
+        """The entries appended since the previous pre-call."""
+        return tuple(self.session.history.entries[self.first_unseen : self.end])
 
     @property
     def input_start(self) -> int:
-        """Index of the first new entry (== len(history) when there is none)."""
-        return self.new_entries[0].index if self.new_entries else len(self.session.history)
+        """Index of the first new entry (== ``end`` when there is none)."""
+        return self.previous_response.index + 1 if self.previous_response else 0
 
     def memorize(
         self, entries: Iterable[Entry], *, keep: Iterable[str] = (), reduce_inputs: bool = False
@@ -63,7 +74,7 @@ class PreCallCall(_Call):
         self.session.replace_sent_content(entry, content)
 
 
-@dataclass
+@dataclass(slots=True)
 class PostSamplingCall(_Call):
     """The response just appended, and the request that produced it (None if unknown)."""
 

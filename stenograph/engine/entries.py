@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import marshal
 import os
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ USAGE_KEYS = (
 )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Entry:
     """One message of the history. ``content`` is never changed after append."""
 
@@ -72,20 +72,33 @@ class Entry:
         return record
 
 
-_ids = random.Random()  # private: a host calling random.seed() cannot repeat our ids
-os.register_at_fork(after_in_child=_ids.seed)
+_prefix = ""
+_counter = itertools.count()
+
+
+def _new_prefix() -> None:
+    """Draw this process's id prefix (again in a forked child) and restart the counter."""
+    global _prefix, _counter
+    h = os.urandom(10).hex()
+    _prefix = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-"
+    _counter = itertools.count()
+
+
+_new_prefix()
+os.register_at_fork(after_in_child=_new_prefix)
 
 
 def new_uuid() -> str:
-    """A random (version 4) UUID string; ~4x faster than ``str(uuid.uuid4())``."""
-    h = "%032x" % (
-        _ids.getrandbits(128) & ~(0xF000 << 64 | 0xC000 << 48) | 0x4000 << 64 | 0x8000 << 48
-    )
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A new id shaped like a version 4 UUID: 74 random bits drawn once per process, then a
+    counter (unique in the process, and across processes but for a 2**-74 chance)."""
+    return f"{_prefix}{next(_counter):012x}"
 
 
 class EntryError(ValueError):
     """A message given to ``Session.append`` cannot be used."""
+
+
+RESPONSE_META = ("id", "model", "stop_reason")
 
 
 def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
@@ -97,23 +110,50 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     if role not in ROLES:
         raise EntryError(f"message role must be 'user' or 'assistant', got {role!r}")
     content, uses, results = _content(message.get("content"), owned)
-    meta = dict(message["meta"]) if isinstance(message.get("meta"), dict) else {}
-    timestamp = float(now)
-    if "timestamp" in message:
-        timestamp = parse_timestamp(message["timestamp"])
-        if timestamp is None:
-            meta["invalid_timestamp"] = repr(message["timestamp"])[:80]
-    uid = message.get("uuid")
-    return Entry(
-        role=role,
-        content=content,
-        uuid=str(uid) if uid else new_uuid(),
-        timestamp=timestamp,
-        usage=_usage(message.get("usage")) if role == "assistant" else None,
-        meta=meta,
+    entry = Entry(role, content, "", float(now), tool_use_ids=uses, tool_result_ids=results)
+    if len(message) > 2:  # more than role and content
+        meta = message.get("meta")
+        entry.meta = dict(meta) if isinstance(meta, dict) else {}
+        if role == "assistant":
+            entry.usage = _usage(message.get("usage"))
+    _stamp(entry, message)
+    return entry
+
+
+def response_entry(response: Any, now: float) -> Entry:
+    """The model's response (an anthropic ``Message``, or a dict shaped like one) as an
+    assistant Entry: content, usage, uuid/timestamp when given, id/model/stop_reason in meta."""
+    if hasattr(response, "model_dump"):  # dumped to new objects: no copy needed
+        data, owned = response.model_dump(mode="json", exclude_none=True), True
+    elif isinstance(response, dict):
+        data, owned = response, False
+    else:
+        raise TypeError(
+            f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}"
+        )
+    content, uses, results = _content(data.get("content", []), owned)
+    entry = Entry(
+        "assistant",
+        content,
+        "",
+        float(now),
+        usage=_usage(data.get("usage")),
+        meta={k: data[k] for k in RESPONSE_META if data.get(k) is not None},
         tool_use_ids=uses,
         tool_result_ids=results,
     )
+    _stamp(entry, data)
+    return entry
+
+
+def _stamp(entry: Entry, message: dict[str, Any]) -> None:
+    """The message's uuid and timestamp when it has them (a new uuid otherwise)."""
+    uid = message.get("uuid")
+    entry.uuid = str(uid) if uid else new_uuid()
+    if "timestamp" in message:
+        entry.timestamp = parse_timestamp(message["timestamp"])
+        if entry.timestamp is None:
+            entry.meta["invalid_timestamp"] = repr(message["timestamp"])[:80]
 
 
 def _content(value: Any, owned: bool) -> tuple[str | list[dict[str, Any]], tuple, tuple]:
@@ -128,18 +168,21 @@ def _content(value: Any, owned: bool) -> tuple[str | list[dict[str, Any]], tuple
     uses, results = [], []
     for i, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, dict) else None
-        if not isinstance(kind, str):
+        if kind == "tool_use" or kind == "server_tool_use":
+            if isinstance(block.get("id"), str):
+                uses.append(block["id"])
+        elif kind == "tool_result":
+            if isinstance(block.get("tool_use_id"), str):
+                results.append(block["tool_use_id"])
+        elif not isinstance(kind, str):
             raise EntryError(f"content block {i} must be a dict with a 'type', got {block!r:.80}")
-        if kind in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
-            uses.append(block["id"])
-        elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-            results.append(block["tool_use_id"])
     return blocks, tuple(uses), tuple(results)
 
 
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-like data: through ``marshal`` (C speed) when it holds only
-    built-in types, else walked (other objects deep-copied)."""
+    built-in types, else walked (pydantic models, e.g. the SDK's content blocks, dumped to
+    JSON; other objects deep-copied)."""
     try:
         return marshal.loads(marshal.dumps(value))
     except ValueError:  # an object marshal cannot hold, or nesting too deep for it
@@ -157,6 +200,8 @@ def _walk_copy(value: Any) -> Any:
         return [_walk_copy(v) for v in value]
     if isinstance(value, str | int | float | bool | None):
         return value
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", exclude_none=True)
     return copy.deepcopy(value)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Event:
     """Something that happened in a session; `handler` is empty for the engine itself."""
 
@@ -19,7 +19,7 @@ class Event:
         return type(self).__name__
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HandlerFailed(Event):
     """A handler raised; the call went on as the other handlers left it."""
 
@@ -27,14 +27,14 @@ class HandlerFailed(Event):
     error: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PairingViolation(Event):
     """The outgoing request breaks tool_use / tool_result pairing."""
 
     problems: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class EntriesMemorized(Event):
     """Earlier tool entries were marked memorized after a pause."""
 
@@ -44,7 +44,7 @@ class EntriesMemorized(Event):
     tokens_saved: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MemorizeSkipped(Event):
     """A pause was long enough but nothing was marked, and why."""
 
@@ -52,7 +52,7 @@ class MemorizeSkipped(Event):
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Custom(Event):
     """An event of a third-party handler that has no type of its own."""
 
@@ -60,7 +60,7 @@ class Custom(Event):
     data: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ThresholdDecision(Event):
     """update-threshold's decision after a response: the figures and the outcome."""
 
@@ -74,7 +74,7 @@ class ThresholdDecision(Event):
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExtractionStarted(Event):
     """forked-extraction began writing the notes."""
 
@@ -83,7 +83,7 @@ class ExtractionStarted(Event):
     upto_uuid: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExtractionFinished(Event):
     """The notes were written."""
 
@@ -98,7 +98,7 @@ class ExtractionFinished(Event):
     seconds: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ExtractionFailed(Event):
     """The notes were not written; the next positive decision retries."""
 
@@ -107,7 +107,7 @@ class ExtractionFailed(Event):
     error: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallRefused(Event):
     """The fork called a tool the gate does not allow."""
 
@@ -115,7 +115,7 @@ class ToolCallRefused(Event):
     detail: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Compacted(Event):
     """memory-compact replaced the history its notes cover with the notes."""
 
@@ -125,7 +125,7 @@ class Compacted(Event):
     start_uuid: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactionSkipped(Event):
     """The context was over the threshold but the request was sent as it was, and why."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,17 +29,17 @@ class ExtractionRequest:
 
 class ExtractionDesk:
     """At most one pending request: a newer one replaces (coalesces) it. With no extractor
-    in the preset, a filed request counts as handled at once. ``guard`` runs the filer's
-    ``on_success`` (a state change made from a background thread) safely."""
+    in the preset, a filed request counts as handled at once. The filer's ``on_success`` (a
+    state change made from a background thread) runs holding ``state_lock``."""
 
     def __init__(
-        self, has_extractor: bool, guard: Callable[[Callable[[], None]], None] | None = None
+        self, has_extractor: bool, state_lock: AbstractContextManager | None = None
     ) -> None:
         self.has_extractor = has_extractor
         self.pending: ExtractionRequest | None = None
         self.running: ExtractionRequest | None = None
         self._lock = threading.Condition()
-        self._guard = guard or (lambda change: change())
+        self._state_lock = state_lock if state_lock is not None else nullcontext()
         self._started = 0.0
 
     def file(self, request: ExtractionRequest) -> None:
@@ -69,7 +70,8 @@ class ExtractionDesk:
                 self.running = None
             self._lock.notify_all()
         if ok and request.on_success is not None:
-            self._guard(lambda: request.on_success(request))  # type: ignore[misc]
+            with self._state_lock:
+                request.on_success(request)
 
     def wait_idle(self, timeout: float, stale_after: float) -> bool:
         """Wait up to ``timeout`` seconds until nothing is pending or running; a run older

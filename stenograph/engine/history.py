@@ -67,15 +67,19 @@ class History:
         entry.index = len(self.entries)
         self.entries.append(entry)
         self.by_uuid[entry.uuid] = entry
-        for tool_id in entry.tool_use_ids:
-            self.tool_use_entry.setdefault(tool_id, entry)
-        for tool_id in entry.tool_result_ids:
-            self.tool_result_entry.setdefault(tool_id, entry)
-        if entry.has_tools and not entry.memorized:
-            self.unmemorized_tool_entries[entry.index] = entry
-        calls = len(entry.tool_use_ids) if entry.role == "assistant" else 0
+        calls = 0
+        if entry.tool_use_ids or entry.tool_result_ids:
+            for tool_id in entry.tool_use_ids:
+                self.tool_use_entry.setdefault(tool_id, entry)
+            for tool_id in entry.tool_result_ids:
+                self.tool_result_entry.setdefault(tool_id, entry)
+            if not entry.memorized:
+                self.unmemorized_tool_entries[entry.index] = entry
+            if entry.role == "assistant":
+                calls = len(entry.tool_use_ids)
         self._tool_calls.append(self._tool_calls[-1] + calls)
-        self._place(entry)
+        if entry.content:
+            self._place(entry)
         return entry
 
     def tool_calls_after(self, uuid: str | None) -> int:
@@ -99,23 +103,25 @@ class History:
 
     def rendered(self, entry: Entry) -> str | list[dict[str, Any]]:
         """What is sent for ``entry`` (cached until the entry is marked again)."""
+        if not entry.memorized and entry.sent_content is None:
+            return entry.content
         if "render" not in entry.cache:
             entry.cache["render"] = render_content(entry, self.tool_name)
         return entry.cache["render"]
 
     def _place(self, entry: Entry) -> None:
-        if not entry.content:
-            return
         if self._runs and self._runs[-1][0].role == entry.role:
             self._runs[-1].append(entry)
             self._message_of[entry.index] = len(self._runs) - 1
             self._extend_last(entry)
             return
+        index = len(self._messages)
         self._runs.append([entry])
-        self._messages.append({})
-        self._ids.append(MessageIds(None, (), ()))
-        self._message_of[entry.index] = len(self._runs) - 1
-        self._rebuild(len(self._runs) - 1)
+        self._message_of[entry.index] = index
+        message = {"role": entry.role, "content": self.rendered(entry)}
+        self._messages.append(message)
+        self._ids.append(message_ids(message))
+        self._changed.add(index)
 
     def _extend_last(self, entry: Entry) -> None:
         """Add ``entry`` to the last message without re-merging its whole run (what

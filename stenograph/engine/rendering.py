@@ -120,7 +120,8 @@ def check_pairs(ids: Sequence[MessageIds], indexes: Iterable[int]) -> list[str]:
     """Pairing problems around the given message indexes (each checked with its neighbours)."""
     problems: list[str] = []
     for j in sorted({k for i in indexes for k in (i - 1, i) if 0 <= k < len(ids)}):
-        problems.extend(_check_one(ids, j))
+        if ids[j].uses or ids[j].results:
+            problems.extend(_check_one(ids, j))
     return problems
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .background import Worker
 from .clock import Clock, system_clock
 from .context import PostSamplingCall, PreCallCall
-from .entries import Entry, entry_from_record, make_entry
+from .entries import Entry, entry_from_record, make_entry, response_entry
 from .errors import PairingError
 from .events import Event, PairingViolation
 from .extraction import ExtractionDesk
@@ -55,7 +55,7 @@ class Session:
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
         self._closed = False
-        self.extractions = ExtractionDesk(engine.has_extractor, guard=self.update_state)
+        self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
         self._load()
         self.engine.dispatch("session_opened", self)
 
@@ -73,7 +73,6 @@ class Session:
     ) -> dict[str, Any]:
         """Run the pre-call phase; return the request for ``client.messages.create``."""
         with self._lock:
-            first_new = self._last_response.index + 1 if self._last_response else 0
             call = PreCallCall(
                 session=self,
                 now=self.clock(),
@@ -81,9 +80,9 @@ class Session:
                 system=system,
                 tools=tools,
                 extra=extra,
-                new_entries=tuple(self.history.entries[first_new:]),
                 previous_response=self._last_response,
-                unseen_entries=tuple(self.history.entries[self._state.get("seen", 0) :]),
+                first_unseen=self._state.get("seen", 0),
+                end=len(self.history),
             )
             self.engine.dispatch("pre_call", self, call)
             request = self._request(call)
@@ -96,7 +95,7 @@ class Session:
         """Append the model's response (an anthropic ``Message`` or a dict), then run the
         post-sampling phase."""
         with self._lock:
-            entry = make_entry(_response_message(response), self.clock(), owned=_fresh(response))
+            entry = response_entry(response, self.clock())
             self._add(entry)
             call = PostSamplingCall(
                 session=self, now=self.clock(), response=entry, request=self.last_request
@@ -298,30 +297,5 @@ class Session:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
 
 
-def _fresh(response: Any) -> bool:
-    """An SDK model is dumped to new objects: its content needs no copy."""
-    return hasattr(response, "model_dump")
-
-
 def _without_seen(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if k != "seen"}
-
-
-def _response_message(response: Any) -> dict[str, Any]:
-    """An anthropic ``Message`` (or dict) as an assistant message dict."""
-    if hasattr(response, "model_dump"):
-        data = response.model_dump(mode="json", exclude_none=True)
-    elif isinstance(response, dict):
-        data = dict(response)
-    else:
-        raise TypeError(
-            f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}"
-        )
-    message = {"role": "assistant", "content": data.get("content", [])}
-    for key in ("usage", "timestamp", "uuid"):
-        if key in data:
-            message[key] = data[key]
-    meta = {k: data[k] for k in ("id", "model", "stop_reason") if data.get(k) is not None}
-    if meta:
-        message["meta"] = meta
-    return message

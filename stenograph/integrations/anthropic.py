@@ -56,9 +56,11 @@ class _Base:
 
     def _prepare(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Append unseen input, run pre-call; (request for the SDK, transport options)."""
-        given = {k: v for k, v in kwargs.items() if _given(v)}
-        self._take_input(list(given.pop("messages", [])))
-        transport = {k: given.pop(k) for k in TRANSPORT_KEYS if k in given}
+        given, transport = {}, {}
+        for key, value in kwargs.items():
+            if not isinstance(value, _NOT_GIVEN):
+                (transport if key in TRANSPORT_KEYS else given)[key] = value
+        self._take_input(given.pop("messages", []))
         keep = {k: given.pop(k) for k in ("max_tokens", "stream") if k in given}
         request = self._session.pre_call(
             model=given.pop("model"),
@@ -68,7 +70,8 @@ class _Base:
         )
         return {**request, **keep}, transport
 
-    def _take_input(self, messages: list[Any]) -> None:
+    def _take_input(self, messages: Any) -> None:
+        messages = messages if isinstance(messages, list) else list(messages)
         history = self._session.history
         known = len(history)
         if len(messages) < known:
@@ -270,12 +273,8 @@ def _role(message: Any) -> Any:
 
 
 def _plain(message: Any) -> Any:
-    """A host message (dict, SDK model, or dict holding SDK content blocks) as plain JSON
-    (``Session.append`` copies it and rejects what is not a message)."""
+    """A host message as ``Session.append`` takes it (which copies it, SDK content blocks
+    dumped to JSON): an SDK model is dumped first."""
     if hasattr(message, "model_dump"):
         return message.model_dump(mode="json", exclude_none=True)
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, list) and any(hasattr(b, "model_dump") for b in content):
-        blocks = [_plain(b) if hasattr(b, "model_dump") else b for b in content]
-        return {**message, "content": blocks}
     return message
