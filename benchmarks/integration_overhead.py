@@ -13,7 +13,13 @@ every round times one call of each variant, in a rotating order:
   ``inactivity-only`` preset (in memory);
 * ``wrap(default)``: the same on the ``default`` preset, forked-extraction forced offline with
   its notes in a temporary folder; its background notes writer is awaited after the call,
-  outside the timed region.
+  outside the timed region;
+* ``async direct`` and ``async wrap(default)``: the same two calls on ``AsyncAnthropic``, each
+  awaited on one long-lived event loop (``run_until_complete``).
+
+The overhead of a wrapped lane is the median of its per-round differences with its direct
+lane (``direct``, or ``async direct``): lanes of one round run back to back, so the slow drift
+of a shared machine cancels out. The p90 overhead compares the two lanes' p90s.
 
 Timed: the ``create`` call only (for the wrapper: appending the new tool-result message to
 the session, pre-call, the SDK call, post-sampling). Not timed: building the history, the
@@ -26,8 +32,10 @@ Run ``python benchmarks/integration_overhead.py [--quick] [--json]``; see
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -68,7 +76,14 @@ WARMUP = 1
 MAX_GROWTH = 0.10
 MAX_TOKENS = 1024
 TARGET_PERCENT = 5.0
-VARIANTS = ("direct", "floor", "wrap(inactivity-only)", "wrap(default)")
+VARIANTS = (
+    "direct",
+    "floor",
+    "wrap(inactivity-only)",
+    "wrap(default)",
+    "async direct",
+    "async wrap(default)",
+)
 REPLY_TEXT = "I'll write the updated module now, then run the tests again."
 TOOL_RESULT = "File written: /repo/src/app/session_core.py (3,120 bytes).\n" * 24
 
@@ -149,7 +164,7 @@ class FloorClient:
 
 def make_engine(variant: str, scratch: Path) -> stenograph.Engine | None:
     """The engine of a wrapped variant (None for ``direct``)."""
-    if not variant.startswith("wrap("):
+    if "wrap(" not in variant:
         return None
     if variant == "wrap(inactivity-only)":
         return stenograph.Engine.from_preset("inactivity-only")
@@ -165,7 +180,7 @@ class Lane:
     variant: str
     size: int
     engine: stenograph.Engine | None
-    client: anthropic.Anthropic
+    client: Any
     histories: HistoryCache
     scratch: Path
     samples: Samples = field(init=False)
@@ -175,6 +190,8 @@ class Lane:
     messages: list[dict[str, Any]] = field(default_factory=list)
     session: Any = None
     api: Any = None
+
+    loop: asyncio.AbstractEventLoop | None = None
 
     def __post_init__(self) -> None:
         self.samples = Samples(f"{self.variant} @ {self.size}")
@@ -190,7 +207,8 @@ class Lane:
         self.api = FloorClient(self.client) if self.variant == "floor" else self.client
         if self.engine is not None:
             self.clock = stenograph.ManualClock(T0)
-            session_id = f"{self.variant[5:-1]}-{self.size}-{self.builds}"
+            preset = self.variant.split("wrap(")[1][:-1]
+            session_id = f"{preset}-{self.size}-{self.builds}"
             self.session = self.engine.open_session(session_id, state_dir=None, clock=self.clock)
             for message in self.messages:
                 self.session.append(message)
@@ -232,6 +250,8 @@ class Lane:
             tools=TOOLS,
             messages=self.messages,
         )
+        if self.loop is not None:
+            response = self.loop.run_until_complete(response)
         elapsed = time.perf_counter_ns() - start
         content = [block.model_dump(mode="json", exclude_none=True) for block in response.content]
         self.messages.append({"role": "assistant", "content": content})
@@ -247,13 +267,19 @@ class Lane:
             self.session = None
 
 
-def run_size(
-    size: int, calls: int, client: anthropic.Anthropic, scratch: Path, log: Log
-) -> dict[str, Any]:
+def run_size(size: int, calls: int, clients: Clients, scratch: Path, log: Log) -> dict[str, Any]:
     """Every variant at one size, interleaved round by round."""
     histories = HistoryCache()
     lanes = [
-        Lane(variant, size, make_engine(variant, scratch), client, histories, scratch)
+        Lane(
+            variant,
+            size,
+            make_engine(variant, scratch),
+            clients.of(variant),
+            histories,
+            scratch,
+            loop=clients.loop if variant.startswith("async") else None,
+        )
         for variant in VARIANTS
     ]
     for lane in lanes:
@@ -265,24 +291,54 @@ def run_size(
     for lane in lanes:
         lane.samples.note = f"{lane.builds} histories, {lane.per_build} timed call(s) each"
         lane.close()
-    direct = lanes[0].samples
+    baseline = {lane.variant: lane.samples for lane in lanes if "direct" in lane.variant}
     return {
         "samples": {lane.variant: lane.samples for lane in lanes},
-        "overhead": {lane.variant: overhead(lane.samples, direct) for lane in lanes[1:]},
+        "overhead": {
+            lane.variant: overhead(lane.samples, baseline[direct_of(lane.variant)])
+            for lane in lanes
+            if "direct" not in lane.variant
+        },
         "notes_write_starts": {
             lane.variant: lane.starting for lane in lanes if lane.starting.values
         },
     }
 
 
+def direct_of(variant: str) -> str:
+    """The lane a variant is compared with."""
+    return "async direct" if variant.startswith("async") else "direct"
+
+
 def overhead(wrapped: Samples, direct: Samples) -> dict[str, float]:
-    """What the wrapper adds: µs and percent of the direct call (median and p90)."""
+    """What the wrapper adds, in µs and percent of the direct call: the median of the
+    per-round differences, and the difference of the p90s."""
+    added = statistics.median(w - d for w, d in zip(wrapped.values, direct.values, strict=True))
     return {
-        "median_us": wrapped.median - direct.median,
-        "median_percent": 100 * (wrapped.median - direct.median) / direct.median,
+        "median_us": added,
+        "median_percent": 100 * added / direct.median,
         "p90_us": wrapped.p90 - direct.p90,
         "p90_percent": 100 * (wrapped.p90 - direct.p90) / direct.p90,
     }
+
+
+class Clients:
+    """The sync client, and the async one with the event loop its calls run on."""
+
+    def __init__(self, url: str) -> None:
+        self.sync = anthropic.Anthropic(api_key="x", base_url=url, max_retries=0)
+        self.loop = asyncio.new_event_loop()
+        self.async_ = anthropic.AsyncAnthropic(api_key="x", base_url=url, max_retries=0)
+
+    def of(self, variant: str) -> Any:
+        """The client a variant calls."""
+        return self.async_ if variant.startswith("async") else self.sync
+
+    def close(self) -> None:
+        """Close both clients and the loop."""
+        self.sync.close()
+        self.loop.run_until_complete(self.async_.close())
+        self.loop.close()
 
 
 def run_all(quick: bool, log: Log) -> dict[str, Any]:
@@ -294,20 +350,20 @@ def run_all(quick: bool, log: Log) -> dict[str, Any]:
         "sizes": {},
     }
     server = ServerProcess()
-    client = anthropic.Anthropic(api_key="x", base_url=server.url, max_retries=0)
+    clients = Clients(server.url)
     try:
         with tempfile.TemporaryDirectory(prefix="stenograph-bench-") as tmp:
             for size in SIZES:
                 calls = (QUICK_CALLS if quick else CALLS)[size]
-                results["sizes"][str(size)] = run_size(size, calls, client, Path(tmp), log)
+                results["sizes"][str(size)] = run_size(size, calls, clients, Path(tmp), log)
     finally:
-        client.close()
+        clients.close()
         server.close()
     results["targets"] = {
         f"{variant}_{size}_under_{TARGET_PERCENT:.0f}pct": o["median_percent"] < TARGET_PERCENT
         for size, r in results["sizes"].items()
         for variant, o in r["overhead"].items()
-        if variant.startswith("wrap(")
+        if "wrap(" in variant
     }
     results["wall_seconds"] = round(log.elapsed(), 1)
     return results
@@ -327,7 +383,7 @@ def print_report(results: dict[str, Any]) -> None:
             print(
                 f"   {variant:<22} adds {o['median_us']:+.0f} µs ({o['median_percent']:+.1f} %)"
                 f" median, {o['p90_us']:+.0f} µs ({o['p90_percent']:+.1f} %) p90"
-                + (f"   target < {TARGET_PERCENT:.0f} %: {verdict}" if variant != "floor" else "")
+                + (f"   target < {TARGET_PERCENT:.0f} %: {verdict}" if "wrap(" in variant else "")
             )
         for variant, s in r["notes_write_starts"].items():
             print(

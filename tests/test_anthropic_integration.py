@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import anthropic
 import pytest
@@ -11,7 +12,7 @@ import pytest
 import stenograph
 from stenograph.engine.events import ThresholdDecision
 from stenograph.integrations.anthropic import wrap
-from stenograph.testing import Reply
+from stenograph.testing import Reply, single_handler_session
 
 SYSTEM = "You are a coding agent."
 TOOLS = [
@@ -30,6 +31,11 @@ def open_session(tmp_path, clock=None, session_id="s"):
     return engine.open_session(
         session_id, state_dir=tmp_path, clock=clock or stenograph.ManualClock(1_000_000)
     )
+
+
+def async_client(server, session):
+    """``wrap`` around an ``AsyncAnthropic`` talking to the local server."""
+    return wrap(anthropic.AsyncAnthropic(api_key="k", base_url=server.url, max_retries=0), session)
 
 
 def script_tool_loop(server, turns: int) -> None:
@@ -83,10 +89,7 @@ def test_async_tool_loop(tmp_path, messages_server):
     script_tool_loop(messages_server, 3)
 
     async def main():
-        client = wrap(
-            anthropic.AsyncAnthropic(api_key="k", base_url=messages_server.url, max_retries=0),
-            session,
-        )
+        client = async_client(messages_server, session)
         messages = [{"role": "user", "content": "Go."}]
         while True:
             response = await client.messages.create(
@@ -158,10 +161,7 @@ def test_async_streaming(tmp_path, messages_server):
     messages_server.script(Reply.text("Streamed."), Reply.text("Again."))
 
     async def main():
-        client = wrap(
-            anthropic.AsyncAnthropic(api_key="k", base_url=messages_server.url, max_retries=0),
-            session,
-        )
+        client = async_client(messages_server, session)
         messages = [{"role": "user", "content": "Go."}]
         async with client.messages.stream(model="m", max_tokens=100, messages=messages) as stream:
             first = await stream.get_final_message()
@@ -267,3 +267,60 @@ def test_messages_that_do_not_continue_the_session_are_refused(
         ).input_tokens
         > 0
     )
+
+
+class ThreadProbe(stenograph.Handler):
+    """Records the thread each phase runs on."""
+
+    name = "thread-probe"
+    threads: list[tuple[str, int]] = []
+
+    @stenograph.hookimpl
+    def pre_call(self, session, call):
+        self.threads.append(("pre_call", threading.get_ident()))
+
+    @stenograph.hookimpl
+    def post_sampling(self, session, call):
+        self.threads.append(("post_sampling", threading.get_ident()))
+
+
+class BlockingProbe(ThreadProbe):
+    name = "blocking-probe"
+    blocking = True
+
+
+@pytest.mark.parametrize(
+    ("probe", "persisted", "on_the_loop"),
+    [
+        (ThreadProbe, False, True),
+        (ThreadProbe, True, False),
+        (BlockingProbe, False, False),
+    ],
+    ids=["in-memory", "on-disk", "blocking-handler"],
+)
+def test_async_phases_run_on_the_loop_unless_they_may_block(
+    tmp_path, messages_server, probe, persisted, on_the_loop
+):
+    """An in-memory session whose handlers cannot block runs its phases on the event loop
+    (no thread hop); a session on disk (fsyncs) or a blocking handler gets a worker thread."""
+    probe.threads = []
+    session = single_handler_session(probe, state_dir=tmp_path if persisted else None)
+    messages_server.script(Reply.text("One."), Reply.text("Two."))
+
+    async def main():
+        client = async_client(messages_server, session)
+        messages = [{"role": "user", "content": "Go."}]
+        response = await client.messages.create(model="m", max_tokens=100, messages=messages)
+        messages += [
+            {"role": "assistant", "content": response.content},
+            {"role": "user", "content": "Again."},
+        ]
+        async with client.messages.stream(model="m", max_tokens=100, messages=messages) as s:
+            await s.get_final_message()
+        await client.close()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert [phase for phase, _ in probe.threads] == ["pre_call", "post_sampling"] * 2
+    assert all((thread == loop_thread) is on_the_loop for _, thread in probe.threads)
+    assert len(session.history) == 4

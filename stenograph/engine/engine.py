@@ -62,6 +62,9 @@ class Engine:
             hook: tuple((slot, slot.impls[hook]) for slot in self.slots if hook in slot.impls)
             for hook in hookspecs.SLOT_HOOKS
         }
+        self.blocking_hooks = frozenset(
+            hook for hook, plan in self._hooked.items() if any(s.handler.blocking for s, _ in plan)
+        )
 
     @staticmethod
     def plugin_manager() -> pluggy.PluginManager:

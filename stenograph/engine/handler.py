@@ -15,12 +15,15 @@ class Handler:
     """A pipeline step. Subclasses set ``name``, ``summary`` and ``Settings``, and implement
     any of the hooks in :mod:`stenograph.engine.hookspecs` as methods marked with
     ``@stenograph.hookimpl``. One instance is made per preset slot. An extractor sets
-    ``takes_extraction_requests`` so that filed requests wait for it."""
+    ``takes_extraction_requests`` so that filed requests wait for it. A handler whose hooks
+    may wait (on a lock, a thread, the network) sets ``blocking``: async hosts then run those
+    phases in a worker thread instead of on the event loop."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     phase: ClassVar[str] = ""
     takes_extraction_requests: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
     Settings: ClassVar[type[HandlerSettings]] = NoSettings
 
     def __init__(self, settings: HandlerSettings, slot: int = 0) -> None:

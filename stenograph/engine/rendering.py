@@ -117,12 +117,28 @@ def message_ids(message: dict[str, Any]) -> MessageIds:
 
 
 def check_pairs(ids: Sequence[MessageIds], indexes: Iterable[int]) -> list[str]:
-    """Pairing problems around the given message indexes (each checked with its neighbours)."""
+    """Pairing problems around the given message indexes (each checked with its neighbours).
+    A tool_use message answered in the same order, the usual case, is settled by one
+    comparison."""
     problems: list[str] = []
-    for j in sorted({k for i in indexes for k in (i - 1, i) if 0 <= k < len(ids)}):
-        if ids[j].uses or ids[j].results:
+    last = len(ids) - 1
+    for j in sorted({k for i in indexes for k in (i - 1, i) if 0 <= k <= last}):
+        message = ids[j]
+        if message.role == "assistant":
+            if message.uses and (j == last or ids[j + 1].results != message.uses):
+                problems.extend(_check_one(ids, j))
+        elif message.results and not _answers_in_order(ids[j - 1] if j else None, message):
             problems.extend(_check_one(ids, j))
     return problems
+
+
+def _answers_in_order(previous: MessageIds | None, message: MessageIds) -> bool:
+    return (
+        previous is not None
+        and previous.role == "assistant"
+        and previous.uses == message.results
+        and (len(message.results) == 1 or len(set(message.results)) == len(message.results))
+    )
 
 
 def check_pairing(messages: Sequence[dict[str, Any]]) -> list[str]:

@@ -95,22 +95,34 @@ class Session:
         """Append the model's response (an anthropic ``Message`` or a dict), then run the
         post-sampling phase."""
         with self._lock:
-            entry = response_entry(response, self.clock())
+            now = self.clock()
+            entry = response_entry(response, now)
             self._add(entry)
             call = PostSamplingCall(
-                session=self, now=self.clock(), response=entry, request=self.last_request
+                session=self, now=now, response=entry, request=self.last_request
             )
             self.engine.dispatch("post_sampling", self, call)
             self._save_state_if_changed()
             return entry
 
     async def apre_call(self, **kwargs: Any) -> dict[str, Any]:
-        """:meth:`pre_call` for async hosts (runs in a worker thread)."""
-        return await asyncio.to_thread(self.pre_call, **kwargs)
+        """:meth:`pre_call` for async hosts (see :meth:`arun_phase`)."""
+        return await self.arun_phase("pre_call", self.pre_call, **kwargs)
 
     async def apost_sampling(self, response: Any) -> Entry:
-        """:meth:`post_sampling` for async hosts (runs in a worker thread)."""
-        return await asyncio.to_thread(self.post_sampling, response)
+        """:meth:`post_sampling` for async hosts (see :meth:`arun_phase`)."""
+        return await self.arun_phase("post_sampling", self.post_sampling, response)
+
+    async def arun_phase(
+        self, hook: str, function: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """Run ``function`` (a phase of ``hook``) for an async host: on the event loop when
+        it cannot block (an in-memory session, no ``blocking`` handler on ``hook``), else in
+        a worker thread, so that a state file's fsync or a handler's wait never stalls the
+        loop (a thread hop costs ~0.1 ms)."""
+        if self._store is None and hook not in self.engine.blocking_hooks:
+            return function(*args, **kwargs)
+        return await asyncio.to_thread(function, *args, **kwargs)
 
     def wait_for_background(self, timeout: float = 15.0) -> bool:
         """Wait up to ``timeout`` seconds for background work; True when none is left."""

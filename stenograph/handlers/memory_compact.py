@@ -87,6 +87,7 @@ class MemoryCompact(Handler):
     summary = "When the context fills up, the session notes replace the history they cover."
     Settings = MemoryCompactSettings
     settings: MemoryCompactSettings
+    blocking = True  # waits for a running extraction before compacting
 
     @hookimpl
     def pre_call(self, session: Session, call: PreCallCall, state: dict[str, Any]) -> None:

@@ -111,7 +111,7 @@ class _AsyncMessages(_Base):
 
     async def create(self, **kwargs: Any) -> Any:
         """``messages.create``, through the session."""
-        request, transport = await _in_thread(self._prepare, kwargs)
+        request, transport = await self._session.arun_phase("pre_call", self._prepare, kwargs)
         response = await self._client.messages.create(**request, **transport)
         if request.get("stream"):
             return _AsyncStream(response, self._session)
@@ -150,7 +150,10 @@ class _AsyncStreamManager:
         self._messages, self._kwargs = messages, kwargs
 
     async def __aenter__(self) -> Any:
-        request, transport = await _in_thread(self._messages._prepare, self._kwargs)
+        messages = self._messages
+        request, transport = await messages._session.arun_phase(
+            "pre_call", messages._prepare, self._kwargs
+        )
         self._manager = self._messages._client.messages.stream(**request, **transport)
         self._stream = await self._manager.__aenter__()
         return self._stream
@@ -252,12 +255,6 @@ class _AsyncStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
-
-
-async def _in_thread(function: Any, *args: Any) -> Any:
-    import asyncio
-
-    return await asyncio.to_thread(function, *args)
 
 
 def _given(value: Any) -> bool:
