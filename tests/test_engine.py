@@ -233,6 +233,22 @@ def test_post_sampling_takes_an_anthropic_message():
     assert entry.meta["id"] == "msg_1"
 
 
+def test_append_takes_the_sdks_content_blocks_as_they_are():
+    session, _ = open_session()
+    blocks = [
+        anthropic.types.TextBlock(type="text", text="Reading."),
+        anthropic.types.ToolUseBlock(type="tool_use", id="toolu_1", name="Read", input={"p": 1}),
+    ]
+    entry = session.append({"role": "assistant", "content": blocks})
+    assert entry.content == [
+        {"type": "text", "text": "Reading."},
+        {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"p": 1}},
+    ]
+    assert entry.tool_use_ids == ("toolu_1",)
+    blocks[1].input["p"] = 2  # the host's objects are not shared
+    assert entry.content[1]["input"] == {"p": 1}
+
+
 def test_async_phases():
     session, _ = open_session()
 
