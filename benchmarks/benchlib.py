@@ -14,12 +14,11 @@ import gc
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +35,8 @@ from engine_overhead import (  # noqa: E402  (the house synthetic conversation)
     SYSTEM_PROMPT,
     T0,
     TOOLS,
+    Samples,
     Synth,
-    percentile,
     stream_seed,
 )
 
@@ -69,39 +68,6 @@ DEMO = REPO / "examples" / "demo-session.jsonl"
 # ---------------------------------------------------------------------------------------------
 # statistics
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Samples:
-    """Timings of one variant, in microseconds."""
-
-    label: str
-    values: list[float] = field(default_factory=list, repr=False)
-    note: str = ""
-
-    def add_ns(self, nanoseconds: int) -> None:
-        """Record one timing given in nanoseconds."""
-        self.values.append(nanoseconds / 1_000)
-
-    @property
-    def median(self) -> float:
-        """Median (µs)."""
-        return statistics.median(self.values) if self.values else float("nan")
-
-    @property
-    def p90(self) -> float:
-        """90th percentile, nearest rank (µs)."""
-        return percentile(self.values, 90) if self.values else float("nan")
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-ready summary (no raw samples)."""
-        return {
-            "label": self.label,
-            "n": len(self.values),
-            "median_us": round(self.median, 2),
-            "p90_us": round(self.p90, 2),
-            "note": self.note,
-        }
 
 
 def ratio(a: Samples, b: Samples) -> dict[str, float]:

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -256,33 +256,56 @@ def percentile(values: list[float], q: float) -> float:
 
 
 @dataclass
-class Stats:
-    """Per-call timings of one configuration, in microseconds."""
+class Samples:
+    """Timings of one variant, in microseconds."""
 
     label: str
-    size: int
-    samples_us: list[float] = field(default_factory=list, repr=False)
-    size_after: int = 0
+    values: list[float] = field(default_factory=list, repr=False)
     note: str = ""
+
+    def add_ns(self, nanoseconds: int) -> None:
+        """Record one timing given in nanoseconds."""
+        self.values.append(nanoseconds / 1_000)
 
     @property
     def median(self) -> float:
-        """Median per-call time (µs)."""
-        return statistics.median(self.samples_us) if self.samples_us else float("nan")
+        """Median (µs)."""
+        return statistics.median(self.values) if self.values else float("nan")
 
     @property
     def p90(self) -> float:
-        """90th percentile per-call time (µs)."""
-        return percentile(self.samples_us, 90) if self.samples_us else float("nan")
+        """90th percentile, nearest rank (µs)."""
+        return percentile(self.values, 90) if self.values else float("nan")
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready summary (no raw samples)."""
-        data = asdict(self)
-        del data["samples_us"]
-        data.update(
-            calls=len(self.samples_us), median_us=round(self.median, 2), p90_us=round(self.p90, 2)
-        )
-        return data
+        return {
+            "label": self.label,
+            "n": len(self.values),
+            "median_us": round(self.median, 2),
+            "p90_us": round(self.p90, 2),
+            "note": self.note,
+        }
+
+
+@dataclass
+class Stats(Samples):
+    """Per-call timings of one configuration at one history size, in microseconds."""
+
+    size: int = 0
+    size_after: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready summary (no raw samples)."""
+        return {
+            "label": self.label,
+            "size": self.size,
+            "size_after": self.size_after,
+            "note": self.note,
+            "calls": len(self.values),
+            "median_us": round(self.median, 2),
+            "p90_us": round(self.p90, 2),
+        }
 
 
 @dataclass
@@ -423,9 +446,9 @@ def run_stenograph(size: int, plan: Plan, scratch: Path, on_disk: bool) -> Steno
     engine = make_engine(scratch)
     mode = "disk" if on_disk else "memory"
     result = StenographResult(
-        Stats(f"stenograph {mode}", size),
-        Stats(f"stenograph {mode} first call after pause", size),
-        Stats(f"stenograph {mode} calls after pause", size),
+        Stats(f"stenograph {mode}", size=size),
+        Stats(f"stenograph {mode} first call after pause", size=size),
+        Stats(f"stenograph {mode} calls after pause", size=size),
     )
     background: list[float] = []
     for round_index in range(plan.rounds):
@@ -435,7 +458,7 @@ def run_stenograph(size: int, plan: Plan, scratch: Path, on_disk: bool) -> Steno
         driver.build(size)
         driver.timed_calls(plan.warmup, WARM, round_index * plan.warmup)
         since = len(driver.session.events)
-        result.steady.samples_us += driver.timed_calls(plan.calls, TIMED, round_index * plan.calls)
+        result.steady.values += driver.timed_calls(plan.calls, TIMED, round_index * plan.calls)
         background += driver.background_seconds(since)
         result.steady.size_after = max(result.steady.size_after, len(driver.session.history))
         if round_index < plan.pause_rounds:
@@ -459,11 +482,11 @@ def time_pause(
     driver.session.wait_for_background()
     driver.pause(PAUSE_SECONDS)
     before = len(driver.session.history)
-    result.first_after_pause.samples_us += driver.timed_calls(1, PAUSED, round_index)
+    result.first_after_pause.values += driver.timed_calls(1, PAUSED, round_index)
     result.first_after_pause.note = f"{driver.memorized():,} of {before:,} entries memorized"
     result.first_after_pause.size_after = len(driver.session.history)
     after = driver.timed_calls(plan.after_pause, AFTER, round_index * plan.after_pause)
-    result.after_pause.samples_us += after
+    result.after_pause.values += after
     result.after_pause.size_after = len(driver.session.history)
 
 
@@ -604,12 +627,12 @@ def run_langchain(size: int, plan: Plan) -> Stats:
     """Time LangChain's context editing at ``size`` messages."""
     from langchain_core.messages.utils import count_tokens_approximately
 
-    stats = Stats("langchain ContextEditingMiddleware(ClearToolUsesEdit)", size)
+    stats = Stats("langchain ContextEditingMiddleware(ClearToolUsesEdit)", size=size)
     for round_index in range(plan.rounds):
         driver = LangChainDriver(SEED + size * 1_000 + round_index)
         driver.build(size)
         driver.timed_calls(plan.warmup, WARM, round_index * plan.warmup)
-        stats.samples_us += driver.timed_calls(plan.calls, TIMED, round_index * plan.calls)
+        stats.values += driver.timed_calls(plan.calls, TIMED, round_index * plan.calls)
         stats.size_after = max(stats.size_after, len(driver.messages))
         tokens = count_tokens_approximately(driver.messages)
         stats.note = f"~{tokens:,} approx tokens, {driver.cleared} ToolMessages cleared per call"
@@ -642,7 +665,7 @@ def stats_line(stats: Stats) -> str:
     size = f"{stats.size:,}->{stats.size_after:,}" if stats.size_after else f"{stats.size:,}"
     return (
         f"  {size:>15}  median {fmt(stats.median)}  p90 {fmt(stats.p90)}"
-        f"  ({len(stats.samples_us)} calls) {stats.note}"
+        f"  ({len(stats.values)} calls) {stats.note}"
     )
 
 
@@ -674,7 +697,7 @@ def print_report(results: dict[str, Any]) -> None:
     for mode in ("memory", "disk"):
         print(f" {mode}: first call after the pause / calls after it")
         for row in results["stenograph"][mode]:
-            if row["first_after_pause"].samples_us:
+            if row["first_after_pause"].values:
                 print(stats_line(row["first_after_pause"]))
                 print(stats_line(row["after_pause"]))
     print(
