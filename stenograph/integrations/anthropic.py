@@ -154,7 +154,7 @@ class _AsyncStreamManager:
         request, transport = await messages._session.arun_phase(
             "pre_call", messages._prepare, self._kwargs
         )
-        self._manager = self._messages._client.messages.stream(**request, **transport)
+        self._manager = messages._client.messages.stream(**request, **transport)
         self._stream = await self._manager.__aenter__()
         return self._stream
 
@@ -255,10 +255,6 @@ class _AsyncStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
-
-
-def _given(value: Any) -> bool:
-    return not isinstance(value, _NOT_GIVEN)
 
 
 def _set(usage: Any) -> dict[str, Any]:
