@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,17 @@ def shared_data() -> Path:
     if not TRANSCRIPTS.is_dir():
         pytest.skip("../shared/data/transcripts is absent (fresh clone without shared data)")
     return TRANSCRIPTS
+
+
+@pytest.fixture
+def no_cyclic_gc() -> Iterator[None]:
+    """The cyclic garbage collector off (after one collection): what reference counting
+    alone frees, and only that, is gone."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

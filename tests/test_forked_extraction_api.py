@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import threading
@@ -338,18 +337,13 @@ def test_fifty_sessions_with_concurrent_forks(tmp_path, messages_server, anthrop
 
 
 def test_a_dropped_session_is_freed_after_a_fork_through_the_sdk(
-    tmp_path, messages_server, anthropic_client
+    tmp_path, messages_server, anthropic_client, no_cyclic_gc
 ):
-    gc.collect()
-    gc.disable()
-    try:
-        host = Host(tmp_path, anthropic_client, messages_server, good_fork)
-        host.turn("Fix the parser bug", Reply.tool_use("Read", {"file_path": "/src/parser.py"}))
-        assert host.events(ExtractionFinished)
-        host.session.close()
-        session = weakref.ref(host.session)
-        messages_server.responder = None
-        del host
-        assert session() is None  # freed by reference counting: no cycles
-    finally:
-        gc.enable()
+    host = Host(tmp_path, anthropic_client, messages_server, good_fork)
+    host.turn("Fix the parser bug", Reply.tool_use("Read", {"file_path": "/src/parser.py"}))
+    assert host.events(ExtractionFinished)
+    host.session.close()
+    session = weakref.ref(host.session)
+    messages_server.responder = None
+    del host
+    assert session() is None  # freed by reference counting: no cycles

@@ -4,26 +4,12 @@ conversations would otherwise pay for full collections over dead sessions)."""
 
 from __future__ import annotations
 
-import gc
 import weakref
-from collections.abc import Iterator
 
 import pytest
 from helpers import run_tool_calls, text_reply
 
 import stenograph
-
-
-@pytest.fixture
-def no_cyclic_gc() -> Iterator[None]:
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def use_and_drop(engine: stenograph.Engine, state_dir) -> tuple[weakref.ref, set[str]]:
