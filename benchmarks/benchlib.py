@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import json
 import os
-import platform
 import sys
 import time
 import warnings
@@ -39,8 +37,8 @@ from engine_overhead import (  # noqa: E402  (the house synthetic conversation)
     Synth,
     stream_seed,
 )
+from engine_overhead import machine as engine_machine  # noqa: E402
 
-import stenograph  # noqa: E402
 from stenograph.engine.tokens import collect_text  # noqa: E402
 
 __all__ = [
@@ -106,18 +104,15 @@ def verdict(ok: bool) -> str:
 
 
 def machine() -> dict[str, Any]:
-    """Where the figures come from."""
+    """Where the figures come from: engine_overhead's description plus the SDK's and
+    tiktoken's versions."""
     import anthropic
     import tiktoken
 
     return {
-        "nproc": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "stenograph": getattr(stenograph, "__version__", "?"),
+        **engine_machine(),
         "anthropic": anthropic.__version__,
         "tiktoken": getattr(tiktoken, "__version__", "?"),
-        "gc_enabled": gc.isenabled(),
     }
 
 
