@@ -10,6 +10,7 @@ from .engine.engine import Engine, Slot
 from .engine.entries import Entry, EntryError
 from .engine.errors import HandlerError, PairingError, PluginError, PresetError, StenographError
 from .engine.events import (
+    CacheTtlDetected,
     Compacted,
     CompactionSkipped,
     Custom,
@@ -36,6 +37,7 @@ from .engine.settings import HandlerSettings
 
 __version__ = "0.1.0"
 __all__ = [
+    "CacheTtlDetected",
     "Compacted",
     "CompactionSkipped",
     "Custom",
