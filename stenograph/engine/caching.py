@@ -8,8 +8,8 @@ TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 def cache_ttl(cache_control: Any) -> str | None:
-    """"5m" or "1h" for a ``cache_control`` value (the API's default is 5 minutes), else
-    None when there is none."""
+    """The TTL of a ``cache_control`` value, "5m" (the API's default) or "1h"; None when
+    there is none."""
     if not isinstance(cache_control, dict):
         return None
     return "1h" if cache_control.get("ttl") == "1h" else "5m"
