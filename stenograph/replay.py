@@ -135,6 +135,7 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
     seen = len(session.events)
     model = str(message.get("model") or (message.get("meta") or {}).get("model") or "replay")
     session.pre_call(model=model, system=REPLAY_SYSTEM)
+    session.wait_for_background()  # memorize figures counted in the background
     report.tokens_full += session.history.token_totals()[0]
     report.tokens_sent += session.history.request_tokens()
     for event in session.events[seen:]:
