@@ -151,7 +151,14 @@ def _stamp(entry: Entry, message: dict[str, Any]) -> None:
     uid = message.get("uuid")
     entry.uuid = str(uid) if uid else new_uuid()
     if "timestamp" in message:
-        entry.timestamp = parse_timestamp(message["timestamp"])
+        try:
+            entry.timestamp = parse_timestamp(message["timestamp"])
+            if entry.timestamp is not None:
+                format_timestamp(entry.timestamp)  # the journal must be able to hold it
+        except (OverflowError, ValueError, OSError):
+            raise EntryError(
+                f"timestamp {message['timestamp']!r:.80} is out of range (years 1-9999 UTC)"
+            ) from None
         if entry.timestamp is None:
             entry.meta["invalid_timestamp"] = repr(message["timestamp"])[:80]
 
