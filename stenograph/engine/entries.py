@@ -18,6 +18,8 @@ USAGE_KEYS = (
     "cache_read_input_tokens",
     "output_tokens",
 )
+# The cache-write split by TTL (the API's ``usage.cache_creation``), kept flat beside them.
+TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 
 
 @dataclass(eq=False, slots=True)
@@ -55,7 +57,9 @@ class Entry:
 
     def usage_total(self) -> int | None:
         """input + cache creation + cache read + output tokens, when usage was reported."""
-        return sum(self.usage.values()) if self.usage else None  # holds only USAGE_KEYS
+        if not self.usage:
+            return None
+        return sum(self.usage.get(key, 0) for key in USAGE_KEYS)
 
     def message(self) -> dict[str, Any]:
         """The full Anthropic message, as the host appended it."""
@@ -151,7 +155,14 @@ def _stamp(entry: Entry, message: dict[str, Any]) -> None:
     uid = message.get("uuid")
     entry.uuid = str(uid) if uid else new_uuid()
     if "timestamp" in message:
-        entry.timestamp = parse_timestamp(message["timestamp"])
+        try:
+            entry.timestamp = parse_timestamp(message["timestamp"])
+            if entry.timestamp is not None:
+                format_timestamp(entry.timestamp)  # the journal must be able to hold it
+        except (OverflowError, ValueError, OSError):
+            raise EntryError(
+                f"timestamp {message['timestamp']!r:.80} is out of range (years 1-9999 UTC)"
+            ) from None
         if entry.timestamp is None:
             entry.meta["invalid_timestamp"] = repr(message["timestamp"])[:80]
 
@@ -212,9 +223,11 @@ def _usage(value: Any) -> dict[str, int] | None:
         value = value.model_dump()
     if not isinstance(value, dict):
         return None
+    split = value.get("cache_creation")
+    flat = {**value, **split} if isinstance(split, dict) else value
     usage = {}
-    for key in USAGE_KEYS:
-        number = value.get(key)
+    for key in USAGE_KEYS + TTL_USAGE_KEYS:
+        number = flat.get(key)
         if isinstance(number, int | float) and not isinstance(number, bool) and number >= 0:
             usage[key] = int(number)
     return usage or None

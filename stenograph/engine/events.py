@@ -131,3 +131,50 @@ class CompactionSkipped(Event):
 
     tokens: int
     reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StateReset(Event):
+    """Saved state could not be used as it was: ``part`` of it was reset (the handler's
+    state, the request window, the notes record, or all of ``state.json``), and why; the
+    file as it was is kept at ``copy``."""
+
+    path: str
+    part: str
+    reason: str
+    copy: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HistoryEdited(Event):
+    """The host's list changed earlier messages: the history now holds the host's content."""
+
+    uuids: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HistoryTruncated(Event):
+    """The history was cut after ``after_uuid`` ('' when all was removed)."""
+
+    after_uuid: str
+    removed: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NotesClientUnavailable(Event):
+    """A framework adapter could not build the notes writer's Anthropic client from the
+    framework's model (not an Anthropic model, or no settings to copy), and what happens
+    instead."""
+
+    model: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HistoryNotFollowed(Event):
+    """A framework's message list does not continue the session's history (other code
+    shortened or rewrote it); this call went out as the framework built it."""
+
+    messages: int
+    entries: int
+    reason: str

@@ -34,6 +34,18 @@ def fsync_dir(folder: Path) -> None:
 
 
 def private_dir(folder: Path) -> Path:
-    """Create ``folder`` (and parents) with mode 0700 for the last level."""
+    """Create ``folder`` (and parents); the last level gets mode 0700, also when it existed."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if folder.stat().st_mode & 0o777 != 0o700:
+        os.chmod(folder, 0o700)
     return folder
+
+
+def remove_temp_files(folder: Path, prefix: str, suffix: str) -> int:
+    """Delete the temp files a killed writer left in ``folder`` (``<prefix>*<suffix>``)."""
+    removed = 0
+    for leftover in folder.glob(f"{prefix}*{suffix}"):
+        if leftover.is_file() and not leftover.is_symlink():
+            leftover.unlink(missing_ok=True)
+            removed += 1
+    return removed

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from .background import Worker
 from .clock import Clock, system_clock
 from .context import PostSamplingCall, PreCallCall
-from .entries import Entry, entry_from_record, make_entry, response_entry
+from .entries import Entry, EntryError, entry_from_record, make_entry, response_entry
 from .errors import RequestError
-from .events import Event, RequestViolation
+from .events import Event, RequestViolation, StateReset
 from .extraction import ExtractionDesk
 from .history import History
-from .store import SessionStore, check_session_id
+from .store import JOURNAL_BYTES, SessionStore, check_session_id, encode_record
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -201,19 +201,20 @@ class Session:
         memo = {"keep": sorted(set(keep)), "reduce_inputs": bool(reduce_inputs)}
         with self._lock:
             marked = [e for e in entries if not e.memorized]
+            if marked:  # persisted first: a failed write changes nothing
+                self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
             for entry in marked:
                 entry.memorized, entry.memo = True, memo
             self.history.refresh(*marked)
-            if marked:
-                self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
             return marked
 
     def replace_sent_content(self, entry: Entry, content: str | list[dict[str, Any]]) -> None:
         """Send ``content`` for ``entry`` from now on; the history keeps the original."""
         with self._lock:
-            entry.sent_content = copy.deepcopy(content)
+            sent = copy.deepcopy(content)
+            self._journal({"op": "sent", "uuid": entry.uuid, "content": sent})
+            entry.sent_content = sent
             self.history.refresh(entry)
-            self._journal({"op": "sent", "uuid": entry.uuid, "content": entry.sent_content})
 
     def run_in_background(self, name: str, work: Callable[[], None]) -> None:
         """Run ``work`` on this session's background worker ``name`` (jobs of one name run
@@ -226,11 +227,17 @@ class Session:
     # internals -------------------------------------------------------------------------
 
     def _add(self, entry: Entry) -> None:
+        """All or nothing: checked and encoded, persisted, then added."""
+        if entry.uuid in self.history.by_uuid:
+            raise EntryError(
+                f"uuid {entry.uuid!r}: an entry with this uuid is already in the history"
+            )
+        line = encode_record({"op": "append", "entry": entry.to_record()})
+        if self._store is not None:
+            self._store.write(line)
         self.history.add(entry)
         if entry.role == "assistant":
             self._last_response = entry
-        if self._store is not None:
-            self._store.append({"op": "append", "entry": entry.to_record()})
 
     def _request(self, call: PreCallCall) -> dict[str, Any]:
         request: dict[str, Any] = {"model": call.model}
@@ -249,8 +256,9 @@ class Session:
         return request
 
     def _journal(self, record: dict[str, Any]) -> None:
+        line = encode_record(record)
         if self._store is not None:
-            self._store.append(record)
+            self._store.write(line)
 
     def _save_state_if_changed(self) -> None:
         """Save when something other than the ``seen`` cursor changed (the cursor is saved
@@ -269,24 +277,71 @@ class Session:
             return
         for record in self._store.read_journal():
             self._apply(record)
-        state = self._store.read_state()
-        self._state["handlers"] = dict(state.get("handlers") or {})
-        seen = state.get("seen")
+        state, problem = self._store.read_state()
+        if problem:
+            self._reset("state.json", f"unreadable ({problem})")
+        behind = state.get(JOURNAL_BYTES)
+        if isinstance(behind, int) and behind > self._store.journal_size():
+            self._reset(
+                "handlers",
+                f"the journal is shorter ({self._store.journal_size():,} bytes) than the state"
+                f" refers to ({behind:,} bytes): it lost records",
+            )
+            state = {k: v for k, v in state.items() if k != "handlers"}
+        self._load_state(state)
+        self._saved_state = copy.deepcopy(self._state)
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        """Take the saved state part by part; a part that is not what it should be is
+        reset (an event and a copy of the file say so)."""
+        handlers = state.get("handlers", {})
+        if not isinstance(handlers, dict):
+            self._reset("handlers", f"'handlers' is {type(handlers).__name__}, not an object")
+            handlers = {}
+        for key, value in handlers.items():
+            if isinstance(value, dict):
+                self._state["handlers"][key] = value
+            else:
+                self._reset(
+                    f"handlers.{key}", f"the state is {type(value).__name__}, not an object"
+                )
+        seen = state.get("seen", 0)
         self._state["seen"] = (
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
         )
-        for key in ("notes", "window"):
-            if isinstance(state.get(key), dict):
-                self._state[key] = state[key]
-        window = self._state.get("window")
-        entry = self.history.by_uuid.get(window.get("start")) if window else None
+        notes = state.get("notes")
+        if notes is not None:
+            if _is_notes(notes) and notes["upto_uuid"] in self.history.by_uuid:
+                self._state["notes"] = notes
+            else:
+                self._reset("notes", "the notes record is malformed or covers entries not kept")
+        window = state.get("window")
+        if window is not None:
+            self._load_window(window)
+
+    def _load_window(self, window: Any) -> None:
+        entry = self.history.by_uuid.get(window.get("start")) if isinstance(window, dict) else None
+        preamble = window.get("preamble") if isinstance(window, dict) else None
         try:
-            if window and entry is not None:
-                self.history.set_window(entry.index, list(window.get("preamble") or []))
+            if entry is None or not isinstance(preamble, list):
+                raise ValueError("its start entry is not in the history or it is malformed")
+            self.history.set_window(entry.index, list(preamble))
         except ValueError as exc:
-            log.warning("session %s: saved request window dropped (%s)", self.id, exc)
-            self._state.pop("window", None)
-        self._saved_state = copy.deepcopy(self._state)
+            self._reset("window", f"the saved request window is dropped ({exc})")
+            return
+        self._state["window"] = window
+
+    def _reset(self, part: str, reason: str) -> None:
+        """Record that ``part`` of the saved state was reset; keep the file aside once."""
+        assert self._store is not None
+        if not hasattr(self, "_aside"):
+            self._aside = self._store.keep_aside(f"{part}: {reason}")
+        path = str(self._store.state_path)
+        log.warning("session %s: %s: %s reset: %s", self.id, path, part, reason)
+        copy_path = str(self._aside) if self._aside else ""
+        self.record(
+            StateReset(time=self.clock(), path=path, part=part, reason=reason, copy=copy_path)
+        )
 
     def _apply(self, record: dict[str, Any]) -> None:
         op = record.get("op")
@@ -305,8 +360,16 @@ class Session:
                 entry = self.history.by_uuid[record["uuid"]]
                 entry.sent_content = record["content"]
                 self.history.refresh(entry)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
+
+
+def _is_notes(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("path"), str)
+        and isinstance(value.get("upto_uuid"), str)
+    )
 
 
 def _without_seen(state: dict[str, Any]) -> dict[str, Any]:

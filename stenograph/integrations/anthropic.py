@@ -60,7 +60,7 @@ class _Base:
         for key, value in kwargs.items():
             if not isinstance(value, _NOT_GIVEN):
                 (transport if key in TRANSPORT_KEYS else given)[key] = value
-        self._take_input(given.pop("messages", []))
+        take_input(self._session, given.pop("messages", []))
         keep = {k: given.pop(k) for k in ("max_tokens", "stream") if k in given}
         request = self._session.pre_call(
             model=given.pop("model"),
@@ -70,22 +70,25 @@ class _Base:
         )
         return {**request, **keep}, transport
 
-    def _take_input(self, messages: Any) -> None:
-        messages = messages if isinstance(messages, list) else list(messages)
-        history = self._session.history
-        known = len(history)
-        if len(messages) < known:
-            raise ValueError(
-                f"messages has {len(messages)} items but session {self._session.id} already"
-                f" holds {known}: pass the whole conversation, as with the plain SDK"
-            )
-        if known and _role(messages[known - 1]) != history[known - 1].role:
-            raise ValueError(
-                f"messages[{known - 1}] does not continue session {self._session.id}: its role"
-                f" is {_role(messages[known - 1])!r}, the session's is {history[-1].role!r}"
-            )
-        for message in messages[known:]:
-            self._session.append(_plain(message))
+
+def take_input(session: Session, messages: Any) -> None:
+    """Append the messages of the host's whole list that ``session`` has not seen; a list
+    that does not continue the session raises ``ValueError`` and appends nothing."""
+    messages = messages if isinstance(messages, list) else list(messages)
+    history = session.history
+    known = len(history)
+    if len(messages) < known:
+        raise ValueError(
+            f"messages has {len(messages)} items but session {session.id} already"
+            f" holds {known}: pass the whole conversation, as with the plain SDK"
+        )
+    if known and _role(messages[known - 1]) != history[known - 1].role:
+        raise ValueError(
+            f"messages[{known - 1}] does not continue session {session.id}: its role"
+            f" is {_role(messages[known - 1])!r}, the session's is {history[-1].role!r}"
+        )
+    for message in messages[known:]:
+        session.append(_plain(message))
 
 
 class _Messages(_Base):

@@ -129,6 +129,14 @@ class ForkedExtraction(Handler):
         session.run_in_background("notes", lambda: self._work(session, runtime, lock))
 
     @hookimpl
+    def session_opened(self, session: Session) -> None:
+        """Temp files a killed notes writer left are removed."""
+        if session.folder is not None:
+            removed = self.memory_file(session).clean()
+            if removed:
+                log.info("session %s: removed %d leftover notes temp files", session.id, removed)
+
+    @hookimpl
     def session_closing(self, session: Session) -> None:
         """An in-memory session's temporary notes folder goes with it."""
         folder = session.runtime_state(self.key).get("folder")
@@ -142,13 +150,24 @@ class ForkedExtraction(Handler):
     # the worker ------------------------------------------------------------------------
 
     def _work(self, session: Session, runtime: dict[str, Any], lock: threading.Lock) -> None:
-        while True:
+        """Take requests until none is left; whatever happens, the session is left able to
+        start an extraction at the next trigger (never busy with nothing running)."""
+        try:
+            while True:
+                with lock:
+                    request = session.extractions.take()
+                    if request is None:
+                        runtime["busy"] = False
+                        return
+                try:
+                    self._extract(session, request)
+                finally:
+                    if request.status == "running":  # _extract raised before reporting
+                        session.extractions.finish(request, ok=False, error="interrupted")
+        except BaseException:
             with lock:
-                request = session.extractions.take()
-                if request is None:
-                    runtime["busy"] = False
-                    return
-            self._extract(session, request)
+                runtime["busy"] = False
+            raise
 
     def _extract(self, session: Session, request: ExtractionRequest) -> None:
         backend, client = self._backend(session)
@@ -158,6 +177,7 @@ class ForkedExtraction(Handler):
             session, ExtractionStarted, backend=backend, path=path, upto_uuid=request.upto_uuid
         )
         started = time.monotonic()
+        workspace: Workspace | None = None
         try:
             memory.ensure()
             workspace = Workspace(memory.path, memory.read())

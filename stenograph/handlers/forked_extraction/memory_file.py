@@ -6,11 +6,12 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...engine.files import atomic_write, fsync_dir, private_dir
+from ...engine.files import atomic_write, fsync_dir, private_dir, remove_temp_files
 from ...engine.tokens import count_tiktoken
 
 HEADING = re.compile(r"^# .+$", re.MULTILINE)
@@ -18,6 +19,11 @@ HEADING = re.compile(r"^# .+$", re.MULTILINE)
 
 class NotesConflict(Exception):
     """The file changed since it was read (compare-and-swap failed)."""
+
+
+class NotesUnreadable(OSError):
+    """The notes file cannot be used as it is (not UTF-8, a symbolic link, ...); the
+    message names the file and what to do."""
 
 
 class NotesRejected(ValueError):
@@ -62,7 +68,10 @@ class MemoryFile:
     def ensure(self) -> bool:
         """Create the file from the template, all or nothing: the template is written to a
         temp file (mode 0600, folder 0700) and hard-linked into place, which fails if the
-        file exists. Returns True when this call created it."""
+        file exists. Nothing is written when the file is there. Returns True when this call
+        created it."""
+        if os.path.lexists(self.path):
+            return False
         private_dir(self.path.parent)
         fd, tmp = tempfile.mkstemp(
             dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".new"
@@ -80,12 +89,37 @@ class MemoryFile:
         fsync_dir(self.path.parent)
         return True
 
+    def clean(self) -> int:
+        """Remove the temp files a writer killed mid-way left beside the file."""
+        if not self.path.parent.is_dir():
+            return 0
+        return remove_temp_files(self.path.parent, f".{self.path.name}.", ".new")
+
     def read(self) -> str:
-        """The current content ('' when the file does not exist)."""
+        """The current content ('' when the file does not exist). A symbolic link is never
+        followed and undecodable bytes are a ``NotesUnreadable`` naming the file."""
         try:
-            return self.path.read_text(encoding="utf-8")
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return ""
+        except OSError as exc:
+            if os.path.islink(self.path):
+                raise NotesUnreadable(
+                    f"{self.path} is a symbolic link; notes are never read through one:"
+                    " replace it with a regular file or delete it"
+                ) from None
+            raise NotesUnreadable(f"{self.path} cannot be read: {exc}") from None
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise NotesUnreadable(f"{self.path} is not a regular file")
+            data = handle.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotesUnreadable(
+                f"{self.path} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset"
+                f" {exc.start}): fix the file or delete it (it is recreated from the template)"
+            ) from None
 
     def check(self, text: str) -> None:
         """Refuse notes that drop or rename a template heading."""
@@ -99,8 +133,21 @@ class MemoryFile:
         (under an exclusive lock on ``<file>.lock``, so writers in other processes too
         see a true compare-and-swap)."""
         self.check(text)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with os.fdopen(os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
+        folder = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = os.open(
+                self.path.name + ".lock",
+                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=folder,
+            )
+        except OSError as exc:
+            raise NotesUnreadable(
+                f"{self.path}.lock cannot be opened ({exc}); a symbolic link is never followed"
+            ) from None
+        finally:
+            os.close(folder)
+        with os.fdopen(fd, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.read() != expected:
                 raise NotesConflict(str(self.path))
