@@ -158,3 +158,23 @@ class HistoryTruncated(Event):
 
     after_uuid: str
     removed: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NotesClientUnavailable(Event):
+    """A framework adapter could not build the notes writer's Anthropic client from the
+    framework's model (not an Anthropic model, or no settings to copy), and what happens
+    instead."""
+
+    model: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HistoryNotFollowed(Event):
+    """A framework's message list does not continue the session's history (other code
+    shortened or rewrote it); this call went out as the framework built it."""
+
+    messages: int
+    entries: int
+    reason: str

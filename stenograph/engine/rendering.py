@@ -49,7 +49,8 @@ def _reduce(
 
 
 def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
-    """The short, deterministic stand-in for a memorized tool_result (same id, same error flag)."""
+    """The short, deterministic stand-in for a memorized tool_result (same id, same error
+    flag, given or not as in the original)."""
     texts: list[str] = []
     media = collect_text(block.get("content", ""), texts)
     text = "\n".join(texts)
@@ -62,8 +63,8 @@ def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
         "content": f"[memorized: {tool_name or 'tool'} result left out ({', '.join(parts)});"
         " call the tool again if you need it]",
     }
-    if block.get("is_error"):
-        out["is_error"] = True
+    if "is_error" in block:
+        out["is_error"] = bool(block["is_error"])
     return out
 
 

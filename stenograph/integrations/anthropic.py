@@ -60,7 +60,7 @@ class _Base:
         for key, value in kwargs.items():
             if not isinstance(value, _NOT_GIVEN):
                 (transport if key in TRANSPORT_KEYS else given)[key] = value
-        self._take_input(given.pop("messages", []))
+        take_input(self._session, given.pop("messages", []))
         keep = {k: given.pop(k) for k in ("max_tokens", "stream") if k in given}
         request = self._session.pre_call(
             model=given.pop("model"),
@@ -70,8 +70,13 @@ class _Base:
         )
         return {**request, **keep}, transport
 
-    def _take_input(self, messages: Any) -> None:
-        self._session.sync(messages if isinstance(messages, list) else list(messages))
+
+
+def take_input(session: Session, messages: Any) -> None:
+    """Make ``session`` hold the host's whole list (:meth:`Session.sync`): unseen messages
+    appended, host edits adopted, a rewind followed; another conversation raises
+    ``ConversationMismatch`` (a ``ValueError``) and changes nothing."""
+    session.sync(messages if isinstance(messages, list) else list(messages))
 
 
 class _Messages(_Base):

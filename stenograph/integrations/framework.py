@@ -1,0 +1,158 @@
+"""What the framework adapters share: one session per conversation, the notes writer's
+Anthropic client built from the framework's model settings, and feeding the framework's
+message list (converted to Anthropic's format) into the session."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from ..engine.clock import Clock
+from ..engine.engine import Engine
+from ..engine.events import HistoryNotFollowed, NotesClientUnavailable
+from ..engine.session import Session
+from ..engine.store import check_session_id
+from .anthropic import take_input
+
+log = logging.getLogger("stenograph.integrations")
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What the notes writer copies from the framework's model so that its fork reaches the
+    same endpoint, with the same key, as the main thread (and so shares its prompt cache)."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    problem: str | None = None  # why no client can be built from these settings
+
+    def client(self) -> anthropic.Anthropic:
+        """A synchronous Anthropic client on these settings (the fork runs on a thread)."""
+        return anthropic.Anthropic(
+            api_key=self.api_key, base_url=self.base_url, default_headers=dict(self.headers)
+        )
+
+
+def session_id_for(key: object) -> str:
+    """A session id for a framework's conversation key: the key itself when it is a valid
+    id, else its safe characters plus a short digest (so distinct keys stay distinct)."""
+    text = str(key)
+    try:
+        return check_session_id(text)
+    except ValueError:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return f"{UNSAFE.sub('_', text)[:150].strip('.') or 'key'}-{digest}"
+
+
+class SessionPool:
+    """The sessions of one adapter, one per conversation key, opened on first use with the
+    notes writer's client taken from the framework's model."""
+
+    def __init__(
+        self,
+        preset: str | Path | Engine = "default",
+        *,
+        state_dir: str | Path | None = ".stenograph",
+        clock: Clock | None = None,
+        services: dict[str, Any] | None = None,
+        **engine_options: Any,
+    ) -> None:
+        self.engine = (
+            preset if isinstance(preset, Engine) else Engine.from_preset(preset, **engine_options)
+        )
+        self.state_dir, self.clock = state_dir, clock
+        self._services = dict(services or {})
+        self._sessions: dict[str, Session] = {}
+        self._clients: dict[ModelSettings, anthropic.Anthropic] = {}
+        self._lock = threading.Lock()
+
+    def session(self, key: object, settings: Callable[[], ModelSettings] | None = None) -> Session:
+        """The session of conversation ``key`` (opened now when new; ``settings`` gives the
+        framework model's settings for the notes writer)."""
+        sid = session_id_for(key)
+        with self._lock:
+            found = self._sessions.get(sid)
+            if found is not None:
+                return found
+            services, problem = self._notes_services(settings)
+            session = self.engine.open_session(
+                sid, state_dir=self.state_dir, clock=self.clock, services=services
+            )
+            self._sessions[sid] = session
+        if problem is not None:
+            log.warning("session %s: notes writer without the model's client: %s", sid, problem)
+            session.record(NotesClientUnavailable(time=session.clock(), **problem))
+        return session
+
+    async def asession(
+        self, key: object, settings: Callable[[], ModelSettings] | None = None
+    ) -> Session:
+        """:meth:`session` for async hosts: a session kept on disk is opened in a thread."""
+        if self.state_dir is None or session_id_for(key) in self._sessions:
+            return self.session(key, settings)
+        return await asyncio.to_thread(self.session, key, settings)
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The open sessions by id."""
+        return dict(self._sessions)
+
+    def close(self) -> None:
+        """Close every session (each waits, bounded, for its background work)."""
+        with self._lock:
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.close()
+
+    def _notes_services(
+        self, settings: Callable[[], ModelSettings] | None
+    ) -> tuple[dict[str, Any], dict[str, str] | None]:
+        if "anthropic" in self._services or not self.engine.has_extractor or settings is None:
+            return self._services, None
+        found = settings()
+        if found.problem is not None:
+            return self._services, {"model": found.model, "reason": found.problem}
+        client = self._clients.get(found)
+        if client is None:
+            client = self._clients[found] = found.client()
+        return {**self._services, "anthropic": client}, None
+
+
+def feed(session: Session, messages: list[Message]) -> bool:
+    """Append what ``session`` has not seen of the framework's whole list (Anthropic
+    format); False, with a ``HistoryNotFollowed`` event, when the list does not continue
+    the session (shortened or rewritten by other code). Never raises for that."""
+    known = len(session.history)
+    reason = None
+    if (
+        known
+        and len(messages) >= known
+        and messages[known - 1]["content"] != (session.history[known - 1].content)
+    ):
+        reason = f"message {known - 1} differs from the session's"
+    if reason is None:
+        try:
+            take_input(session, messages)
+            return True
+        except ValueError as exc:
+            reason = str(exc)
+    log.warning("session %s: history not followed (%s)", session.id, reason)
+    session.record(
+        HistoryNotFollowed(
+            time=session.clock(), messages=len(messages), entries=known, reason=reason
+        )
+    )
+    return False
