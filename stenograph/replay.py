@@ -146,6 +146,7 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
     full["messages"] = report.ledger.full_messages(session.history.entries)
     now = session.clock()
     sent = session.pre_call(model=model, system=REPLAY_SYSTEM)
+    session.wait_for_background()  # memorize figures counted in the background
     call = Call(now, model, full, sent)
     report.ledger.calls.append(call)
     report.tokens_full += session.history.token_totals()[0]
