@@ -89,8 +89,9 @@ def fork_requests(server: Any) -> list[dict[str, Any]]:
 
 def normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as the API reads them: consecutive same-role messages merged, string
-    content as one text block, no ``cache_control`` keys (a breakpoint turns a string into
-    a block; LangChain merges a compaction's preamble with the next user message)."""
+    content (of a message or a tool result) as one text block, no ``cache_control`` keys (a
+    breakpoint turns a string into a block; LangChain merges a compaction's preamble with
+    the next user message; pydantic-ai sends every text as blocks)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message["content"]
@@ -104,6 +105,8 @@ def normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _no_breakpoints(value: Any) -> Any:
     if isinstance(value, dict):
+        if value.get("type") == "tool_result" and isinstance(value.get("content"), str):
+            value = {**value, "content": [{"type": "text", "text": value["content"]}]}
         return {k: _no_breakpoints(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
         return [_no_breakpoints(v) for v in value]

@@ -12,6 +12,7 @@ from .gate import OWN_TOOL, Workspace
 
 CACHE_BREAKPOINT = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4
+NOT_RUN = "Not run: the session notes are being updated first; the agent runs this call later."
 FENCE = re.compile(r"```(?:markdown|md)?[ \t]*\n(.*?)\n```", re.DOTALL)
 USAGE_KEYS = (
     "input_tokens",
@@ -62,6 +63,22 @@ def with_breakpoint(context: ForkContext) -> list[dict[str, Any]]:
     return messages
 
 
+def prompt_message(context: ForkContext, prompt: str) -> dict[str, Any]:
+    """The fork's prompt as the user message after the shared prefix. When the main thread
+    snapshot ends on a response calling tools (a mid-task extraction), those calls are
+    answered first as not run, so the request keeps every tool_use paired."""
+    last = context.messages[-1] if context.messages else None
+    content = last.get("content") if last and last.get("role") == "assistant" else None
+    calls = [b for b in content if b.get("type") == "tool_use"] if isinstance(content, list) else []
+    if not calls:
+        return {"role": "user", "content": prompt}
+    answers = [
+        {"type": "tool_result", "tool_use_id": c.get("id"), "content": NOT_RUN, "is_error": True}
+        for c in calls
+    ]
+    return {"role": "user", "content": [*answers, {"type": "text", "text": prompt}]}
+
+
 def _breakpoints(context: ForkContext) -> int:
     text = json.dumps([context.system, context.tools, context.messages], default=str)
     return text.count('"cache_control"')
@@ -82,7 +99,7 @@ def run_fork(
     tools = context.tools
     if mode == "own-tool":
         tools = [*(tools or []), OWN_TOOL]
-    messages = [*with_breakpoint(context), {"role": "user", "content": prompt}]
+    messages = [*with_breakpoint(context), prompt_message(context, prompt)]
     result = ForkResult()
     for _ in range(max_turns):
         request = {"model": context.model, "messages": list(messages), **context.extra}
