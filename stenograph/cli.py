@@ -77,12 +77,13 @@ def _replay_command(
     cmd.add_argument("--preset", default=preset, help="built-in preset name or .toml file")
     cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
     cmd.add_argument("--json", action="store_true", help=json_help)
+    cmd.add_argument("--prices", help="price table file (TOML) updating the built-in prices")
     cmd.set_defaults(run=run)
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
     if args.json or not err.is_terminal:
-        return replay(args.transcript, args.preset, args.state_dir)
+        return replay(args.transcript, args.preset, args.state_dir, prices=args.prices)
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("replay", total=None)
@@ -91,6 +92,7 @@ def _run_replay(args: argparse.Namespace) -> ReplayReport:
             args.preset,
             args.state_dir,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            prices=args.prices,
         )
 
 
@@ -160,6 +162,8 @@ def _print_report(report: ReplayReport) -> None:
     table.add_row("session state", report.session_folder or "(in memory)")
     if report.skipped_lines:
         table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")
+    if report.economics:
+        _cost_rows(table, report.economics)
     out.print(table)
     _print_rows(
         "memorize",
@@ -201,8 +205,47 @@ def _print_report(report: ReplayReport) -> None:
             for e in report.extractions
         ],
     )
+    if report.economics:
+        _print_cost_calls(report.economics)
     for problem in report.handler_errors:
         err.print(f"handler {problem['handler']} failed in {problem['phase']}: {problem['error']}")
+
+
+def _cost_rows(table: Table, economics: dict[str, Any]) -> None:
+    """Session cost lines: as recorded vs with the preset (simulated), the file's own."""
+    recorded = economics["as_recorded"]["totals"]["cost"]
+    preset = economics["with_preset"]["totals"]["cost"]
+    share = f" ({(recorded - preset) / recorded:.1%})" if recorded else ""
+    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", f"${recorded:,.4f}")
+    table.add_row("cost with the preset", f"${preset:,.4f}")
+    table.add_row("saving", f"${recorded - preset:,.4f}{share}")
+    if economics["recorded_usage"]["calls"]:
+        file_cost = economics["recorded_usage"]["totals"]["cost"]
+        table.add_row("cost of the recorded usage", f"${file_cost:,.4f}")
+
+
+def _print_cost_calls(economics: dict[str, Any]) -> None:
+    """The calls whose simulated cost the preset changed."""
+    rows = []
+    for before, after in zip(
+        economics["as_recorded"]["calls"], economics["with_preset"]["calls"], strict=True
+    ):
+        if before != after:
+            rows.append(
+                (
+                    before["index"],
+                    f"{before['cache_read']:,} / {after['cache_read']:,}",
+                    f"{before['cache_write']:,} / {after['cache_write']:,}",
+                    f"${before['cost']:.4f}",
+                    f"${after['cost']:.4f}",
+                    f"${before['cost'] - after['cost']:+.4f}".replace("+", ""),
+                )
+            )
+    _print_rows(
+        "cost per call (where the preset changed it)",
+        ("call", "cache read", "cache write", "as recorded", "with preset", "saved"),
+        rows,
+    )
 
 
 def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:

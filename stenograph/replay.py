@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .economics.ledger import Call, Ledger
+from .economics.prices import load_prices
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
 from .engine.events import (
@@ -48,10 +50,12 @@ class ReplayReport:
     pairing_violations: int = 0
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
+    economics: dict[str, Any] | None = None
+    ledger: Ledger = field(default_factory=Ledger, repr=False)
 
     def to_json(self, decisions: bool = False) -> dict[str, Any]:
         """A JSON-safe dict (the per-call ``decisions`` only when asked for)."""
-        data = asdict(self)
+        data = {k: v for k, v in asdict(self).items() if k != "ledger"}
         if not decisions:
             del data["decisions"]
         return data
@@ -68,10 +72,13 @@ def replay(
     state_dir: str | Path | None = ".stenograph",
     overrides: dict[Any, dict[str, Any]] | None = None,
     progress: Progress | None = None,
+    prices: str | Path | None = None,
 ) -> ReplayReport:
     """Replay ``path``: for each assistant message, append the inputs before it, run
     pre-call at the input's time, then post-sampling with the message as the response.
-    The session folder ``<state_dir>/replay-<name>`` is started afresh."""
+    The session folder ``<state_dir>/replay-<name>`` is started afresh; the calls are
+    priced with the price table (built in, updated by the file ``prices``)."""
+    table = load_prices(prices)
     transcript = read_transcript(path)
     engine = Engine.from_preset(preset, overrides)
     session_id = session_id_for(Path(path))
@@ -92,6 +99,7 @@ def replay(
     finally:
         session.close()
     _summarise(session, report)
+    report.economics = report.ledger.economics(table).to_json()
     return report
 
 
@@ -134,7 +142,13 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
     index = report.calls
     seen = len(session.events)
     model = str(message.get("model") or (message.get("meta") or {}).get("model") or "replay")
-    session.pre_call(model=model, system=REPLAY_SYSTEM)
+    full = {"model": model, "system": REPLAY_SYSTEM}
+    full["messages"] = report.ledger.full_messages(session.history.entries)
+    now = session.clock()
+    sent = session.pre_call(model=model, system=REPLAY_SYSTEM)
+    session.wait_for_background()  # memorize figures counted in the background
+    call = Call(now, model, full, sent)
+    report.ledger.calls.append(call)
     report.tokens_full += session.history.token_totals()[0]
     report.tokens_sent += session.history.request_tokens()
     for event in session.events[seen:]:
@@ -153,7 +167,7 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
                 }
             )
     seen = len(session.events)
-    session.post_sampling(message)
+    call.usage = session.post_sampling(message).usage
     session.wait_for_background()
     for event in session.events[seen:]:
         if isinstance(event, ThresholdDecision):

@@ -18,6 +18,8 @@ USAGE_KEYS = (
     "cache_read_input_tokens",
     "output_tokens",
 )
+# The cache-write split by TTL (the API's ``usage.cache_creation``), kept flat beside them.
+TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 
 
 @dataclass(eq=False, slots=True)
@@ -55,7 +57,9 @@ class Entry:
 
     def usage_total(self) -> int | None:
         """input + cache creation + cache read + output tokens, when usage was reported."""
-        return sum(self.usage.values()) if self.usage else None  # holds only USAGE_KEYS
+        if not self.usage:
+            return None
+        return sum(self.usage.get(key, 0) for key in USAGE_KEYS)
 
     def message(self) -> dict[str, Any]:
         """The full Anthropic message, as the host appended it."""
@@ -219,9 +223,11 @@ def _usage(value: Any) -> dict[str, int] | None:
         value = value.model_dump()
     if not isinstance(value, dict):
         return None
+    split = value.get("cache_creation")
+    flat = {**value, **split} if isinstance(split, dict) else value
     usage = {}
-    for key in USAGE_KEYS:
-        number = value.get(key)
+    for key in USAGE_KEYS + TTL_USAGE_KEYS:
+        number = flat.get(key)
         if isinstance(number, int | float) and not isinstance(number, bool) and number >= 0:
             usage[key] = int(number)
     return usage or None

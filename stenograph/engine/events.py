@@ -36,12 +36,16 @@ class PairingViolation(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EntriesMemorized(Event):
-    """Earlier tool entries were marked memorized after a pause."""
+    """Earlier tool entries were marked memorized after a pause. ``estimated``: some
+    entries were not counted yet, so ``tokens_saved`` is a chars/4 estimate; the counts are
+    made in the background and the event in ``Session.events`` is then replaced by one with
+    the counted figure (``estimated`` False)."""
 
     gap_seconds: float
     threshold_seconds: float
     uuids: tuple[str, ...]
     tokens_saved: int
+    estimated: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

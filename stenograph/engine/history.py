@@ -7,8 +7,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import Entry
-from .rendering import MessageIds, check_pairs, merge_run, message_ids, render_content
-from .tokens import content_tokens
+from .rendering import (
+    MessageIds,
+    base_content,
+    check_pairs,
+    merge_run,
+    message_ids,
+    reduce_content,
+    render_content,
+)
+from .tokens import ESTIMATORS, content_tokens
+
+NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
+# counts of what is sent, dropped when it changes (the full content's stay)
+_DERIVED_COUNTS = (*(("sent", e) for e in ESTIMATORS), ("base", "tiktoken"))
 
 
 @dataclass
@@ -105,9 +117,13 @@ class History:
         """What is sent for ``entry`` (cached until the entry is marked again)."""
         if not entry.memorized and entry.sent_content is None:
             return entry.content
-        if "render" not in entry.cache:
-            entry.cache["render"] = render_content(entry, self.tool_name)
-        return entry.cache["render"]
+        cache = entry.cache
+        if "render" not in cache:
+            form = cache.pop("reduced_form", None)  # made by ``count``; needed only once
+            if form is None or not entry.memorized or not _usual(entry, entry.memo or {}):
+                form = render_content(entry, self.tool_name)
+            cache["render"] = form
+        return cache["render"]
 
     def _place(self, entry: Entry) -> None:
         if self._runs and self._runs[-1][0].role == entry.role:
@@ -146,15 +162,21 @@ class History:
         )
         self._changed.add(index)
 
-    def _rebuild(self, message_index: int) -> None:
+    def _rebuild(self, message_index: int, same_ids: bool = False) -> None:
         run = self._runs[message_index]
-        message = merge_run(run[0].role, [self.rendered(e) for e in run])
-        self._messages[message_index], self._ids[message_index] = message, message_ids(message)
-        self._changed.add(message_index)
+        if len(run) == 1:
+            message = {"role": run[0].role, "content": self.rendered(run[0])}
+        else:
+            message = merge_run(run[0].role, [self.rendered(e) for e in run])
+        self._messages[message_index] = message
+        if not same_ids:  # the pairing guard checks what changed
+            self._ids[message_index] = message_ids(message)
+            self._changed.add(message_index)
 
-    def refresh(self, *entries: Entry) -> None:
+    def refresh(self, *entries: Entry, memorized: bool = False) -> None:
         """Re-render ``entries`` after their memorized flag or sent content changed (each
-        message they belong to is rebuilt once)."""
+        message they belong to is rebuilt once). ``memorized``: only the flag changed, so
+        the tool ids sent stay the same (a placeholder keeps its call's id)."""
         messages = set()
         for entry in entries:
             self._recount(entry)
@@ -163,17 +185,23 @@ class History:
             if entry.index in self._message_of:
                 messages.add(self._message_of[entry.index])
         for message_index in sorted(messages):
-            self._rebuild(message_index)
+            self._rebuild(message_index, same_ids=memorized)
         self._before_window.clear()
 
     def _recount(self, entry: Entry) -> None:
         """Drop the entry's cached rendering; move the running sent totals by the change."""
-        counted = {e: t for e, t in self._totals.items() if entry.index < t.upto}
-        before = {e: entry.cache.get(("sent", e), self.full_tokens(entry, e)) for e in counted}
-        entry.cache.pop("render", None)
-        for key in [k for k in entry.cache if isinstance(k, tuple) and k[0] == "sent"]:
-            del entry.cache[key]
-        for estimator, totals in counted.items():
+        cache = entry.cache
+        if not self._totals:
+            cache.pop("render", None)
+            for key in _DERIVED_COUNTS:
+                cache.pop(key, None)
+            return
+        counted = [(e, t) for e, t in self._totals.items() if entry.index < t.upto]
+        before = {e: cache.get(("sent", e), self.full_tokens(entry, e)) for e, _ in counted}
+        cache.pop("render", None)
+        for key in _DERIVED_COUNTS:
+            cache.pop(key, None)
+        for estimator, totals in counted:
             totals.sent += self.sent_tokens(entry, estimator) - before[estimator]
 
     def messages(self) -> list[dict[str, Any]]:
@@ -238,6 +266,72 @@ class History:
             entry.cache[key] = content_tokens(self.rendered(entry), estimator)
         return entry.cache[key]
 
+    def count(self, entry: Entry) -> None:
+        """Count ``entry`` ahead of need (the session's background worker does, as entries
+        arrive): its full content and, for tool results, its memorized form."""
+        self.full_tokens(entry)
+        ready = entry.tool_result_ids and entry.sent_content is None and not entry.memorized
+        if ready and all(i in self.tool_use_entry for i in entry.tool_result_ids):
+            form = reduce_content(entry.content, NO_MEMO, self.tool_name)
+            entry.cache["reduced"] = content_tokens(form)
+            entry.cache["reduced_form"] = form  # what a memorize will send
+
+    def saving(
+        self, entry: Entry, keep: set[str], reduce_inputs: bool, *, count: bool = True
+    ) -> int | None:
+        """Tokens ``entry`` stops sending once memorized keeping the tool ids ``keep`` (its
+        base content against its reduced form; whether it is marked yet does not matter).
+        An entry whose reduced form is its full form is not counted. With ``count`` False,
+        only counts already made are used: None when one is missing."""
+        if not self._reduces(entry, keep, reduce_inputs):
+            return 0
+        memo = {"keep": keep, "reduce_inputs": reduce_inputs}
+        before = self._base_tokens(entry, count)
+        after = self._reduced_tokens(entry, memo, count)
+        if before is None or after is None:
+            return None
+        return max(0, before - after)
+
+    def estimated_saving(self, entry: Entry, keep: set[str], reduce_inputs: bool) -> int:
+        """``saving`` at chars/4, without the tokenizer (cheap)."""
+        if not self._reduces(entry, keep, reduce_inputs):
+            return 0
+        base = base_content(entry)
+        memo = {"keep": keep, "reduce_inputs": reduce_inputs}
+        reduced = reduce_content(base, memo, self.tool_name)
+        return max(0, content_tokens(base, "chars4") - content_tokens(reduced, "chars4"))
+
+    @staticmethod
+    def _reduces(entry: Entry, keep: set[str], reduce_inputs: bool) -> bool:
+        """Whether memorizing may change what is sent for ``entry``."""
+        if isinstance(base_content(entry), str):
+            return False
+        if reduce_inputs and not keep.issuperset(entry.tool_use_ids):
+            return True
+        return not keep.issuperset(entry.tool_result_ids)
+
+    def _base_tokens(self, entry: Entry, count: bool) -> int | None:
+        if entry.sent_content is None:
+            key, content = ("full", "tiktoken"), entry.content
+        else:
+            key, content = ("base", "tiktoken"), entry.sent_content
+        if key not in entry.cache and count:
+            entry.cache[key] = content_tokens(content)
+        return entry.cache.get(key)
+
+    def _reduced_tokens(self, entry: Entry, memo: dict[str, Any], count: bool) -> int | None:
+        """Tokens of the entry's base content reduced with ``memo``; the form that keeps
+        nothing (the usual one) is cached."""
+        usual = _usual(entry, memo)
+        if usual and "reduced" in entry.cache:
+            return entry.cache["reduced"]
+        if not count:
+            return None
+        tokens = content_tokens(reduce_content(base_content(entry), memo, self.tool_name))
+        if usual:
+            entry.cache["reduced"] = tokens
+        return tokens
+
     def _synced_totals(self, estimator: str) -> _Totals:
         totals = self._totals.setdefault(estimator, _Totals())
         for entry in self.entries[totals.upto :]:
@@ -267,6 +361,17 @@ class History:
             anchor.after += sum(self.full_tokens(e, estimator) for e in new[start:])
         anchor.upto = len(self.entries)
         return anchor.total + anchor.after
+
+
+def _usual(entry: Entry, memo: dict[str, Any]) -> bool:
+    """Whether ``memo`` reduces the entry as ``NO_MEMO`` does (the usual memorize: no tool
+    id of the entry kept, its inputs left whole) and its content is its own."""
+    if entry.sent_content is not None:
+        return False
+    if memo.get("reduce_inputs") and entry.tool_use_ids:
+        return False
+    keep = memo.get("keep")
+    return not keep or set(keep).isdisjoint(entry.tool_result_ids)
 
 
 def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:

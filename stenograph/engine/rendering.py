@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from .entries import Entry
-from .tokens import collect_text
+from .tokens import collect_text, joined_length
 
 INPUT_KEEP_CHARS = 200
 ToolNameOf = Callable[[str], str]
@@ -15,9 +15,17 @@ ToolNameOf = Callable[[str], str]
 def render_content(entry: Entry, tool_name_of: ToolNameOf) -> str | list[dict[str, Any]]:
     """What is sent for ``entry``: its base content (the override a handler set, else its
     own), reduced when the entry is memorized."""
-    if not entry.memorized:
-        return base_content(entry)
-    return reduce_content(base_content(entry), entry.memo or {}, tool_name_of)
+    base = base_content(entry)
+    memo = entry.memo or {}
+    if not entry.memorized or (not memo.get("reduce_inputs") and not _has_results(base)):
+        return base  # nothing to reduce: shared, not copied
+    return reduce_content(base, memo, tool_name_of)
+
+
+def _has_results(content: str | list[dict[str, Any]]) -> bool:
+    return not isinstance(content, str) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
 
 
 def base_content(entry: Entry) -> str | list[dict[str, Any]]:
@@ -53,8 +61,7 @@ def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
     flag, given or not as in the original)."""
     texts: list[str] = []
     media = collect_text(block.get("content", ""), texts)
-    text = "\n".join(texts)
-    parts = [f"{len(text):,} chars"]
+    parts = [f"{joined_length(texts):,} chars"]
     if media:
         parts.append(f"{media} image/document block{'s' if media > 1 else ''}")
     out = {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .background import Worker
 from .clock import Clock, system_clock
+from .collector import paused_gc
 from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, EntryError, entry_from_record, make_entry, response_entry
 from .errors import PairingError
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("stenograph.engine.session")
 CLOSE_WAIT_SECONDS = 15.0
+COUNTS = "counts"  # the background worker counting tokens as entries arrive
 
 
 class Session:
@@ -194,6 +198,21 @@ class Session:
         self.events.append(event)
         log.debug("event %s", event)
 
+    def amend_later(self, event: Event, figures: Callable[[], dict[str, Any]]) -> None:
+        """Replace ``event`` in ``events`` by a copy with the fields ``figures()`` returns,
+        computed on the background worker that counts tokens (after the counts queued
+        before it)."""
+
+        def amend() -> None:
+            amended = dataclasses.replace(event, **figures())
+            for i in range(len(self.events) - 1, -1, -1):
+                if self.events[i] is event:
+                    self.events[i] = amended
+                    log.debug("event amended %s", amended)
+                    return
+
+        self.run_in_background(COUNTS, amend)
+
     def memorize(
         self, entries: Iterable[Entry], *, keep: Iterable[str] = (), reduce_inputs: bool = False
     ) -> list[Entry]:
@@ -205,7 +224,8 @@ class Session:
                 self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
             for entry in marked:
                 entry.memorized, entry.memo = True, memo
-            self.history.refresh(*marked)
+            with paused_gc():
+                self.history.refresh(*marked, memorized=True)
             return marked
 
     def replace_sent_content(self, entry: Entry, content: str | list[dict[str, Any]]) -> None:
@@ -236,6 +256,8 @@ class Session:
         if self._store is not None:
             self._store.write(line)
         self.history.add(entry)
+        if entry.content:
+            self.run_in_background(COUNTS, functools.partial(self.history.count, entry))
         if entry.role == "assistant":
             self._last_response = entry
 
@@ -275,8 +297,9 @@ class Session:
         self._saved_state: dict[str, Any] = {}
         if self._store is None:
             return
-        for record in self._store.read_journal():
-            self._apply(record)
+        with paused_gc():
+            for record in self._store.read_journal():
+                self._apply(record)
         state, problem = self._store.read_state()
         if problem:
             self._reset("state.json", f"unreadable ({problem})")
@@ -355,7 +378,7 @@ class Session:
                 marked = [self.history.by_uuid[uid] for uid in record["uuids"]]
                 for entry in marked:
                     entry.memorized, entry.memo = True, record.get("memo")
-                self.history.refresh(*marked)
+                self.history.refresh(*marked, memorized=True)
             elif op == "sent":
                 entry = self.history.by_uuid[record["uuid"]]
                 entry.sent_content = record["content"]

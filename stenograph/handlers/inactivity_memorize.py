@@ -16,10 +16,8 @@ from ..engine.entries import Entry
 from ..engine.events import EntriesMemorized, MemorizeSkipped
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
-from ..engine.rendering import base_content, reduce_content
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
-from ..engine.tokens import content_tokens
 
 log = logging.getLogger("stenograph.handlers.inactivity_memorize")
 
@@ -76,8 +74,7 @@ class InactivityMemorize(Handler):
             return
         log.info("acting: gap %.0fs >= threshold %.0fs", gap, threshold)
         keep = self._kept_tool_ids(session, call.input_start)
-        memo = {"keep": keep, "reduce_inputs": self.settings.reduce_tool_inputs}
-        saved = sum(_saving(session, e, memo) for e in candidates)
+        saved, missing = self._saving(session, candidates, keep)
         if saved < self.settings.min_tokens_saved:
             reason = f"saving {saved:,} < minTokensSaved {self.settings.min_tokens_saved:,}"
             log.info("nothing marked: %s", reason)
@@ -89,20 +86,47 @@ class InactivityMemorize(Handler):
         for entry in marked:
             log.debug("memorized entry %d (%s, %s)", entry.index, entry.role, entry.uuid)
         log.info("memorized %d entries, ~%d tokens left out", len(marked), saved)
-        call.emit(
+        event = call.emit(
             EntriesMemorized,
             gap_seconds=gap,
             threshold_seconds=threshold,
             uuids=tuple(e.uuid for e in marked),
             tokens_saved=saved,
+            estimated=bool(missing),
         )
+        if missing:
+            session.amend_later(event, lambda: self._counted(session, marked, keep))
+
+    def _saving(
+        self, session: Session, candidates: list[Entry], keep: list[str]
+    ) -> tuple[int, list[Entry]]:
+        """(tokens saved, entries not counted yet). The counts the background made as the
+        entries arrived are used; a missing one is made here when ``minTokensSaved`` needs
+        the figure, else estimated at chars/4 (and counted later, in the background)."""
+        history, kept = session.history, set(keep)
+        reduce, exact = self.settings.reduce_tool_inputs, self.settings.min_tokens_saved > 0
+        saved, missing = 0, []
+        for entry in candidates:
+            tokens = history.saving(entry, kept, reduce, count=exact)
+            if tokens is None:
+                missing.append(entry)
+                tokens = history.estimated_saving(entry, kept, reduce)
+            saved += tokens
+        return saved, missing
+
+    def _counted(self, session: Session, marked: list[Entry], keep: list[str]) -> dict[str, Any]:
+        """The event's figures once every marked entry is counted."""
+        history, kept, reduce = session.history, set(keep), self.settings.reduce_tool_inputs
+        saved = sum(history.saving(e, kept, reduce) or 0 for e in marked)
+        log.info("memorize counted: ~%d tokens left out", saved)
+        return {"tokens_saved": saved, "estimated": False}
 
     def _candidates(self, session: Session, input_start: int) -> list[Entry]:
         excluded = set(self.settings.exclude_tools)
         pending = session.history.unmemorized_tool_entries
         out = []
-        for index, entry in list(pending.items()):
-            if index >= input_start:
+        for entry in pending.values():  # in index order
+            if entry.index >= input_start:
                 break
             if excluded and _only_excluded_tools(session, entry, excluded):
                 continue
@@ -128,13 +152,6 @@ class InactivityMemorize(Handler):
             index -= 1
         keep.extend(recent[:wanted])
         return sorted(set(keep))
-
-
-def _saving(session: Session, entry: Entry, memo: dict[str, Any]) -> int:
-    """Tokens the entry would stop sending once memorized with ``memo``."""
-    history = session.history
-    reduced = reduce_content(base_content(entry), memo, history.tool_name)
-    return max(0, history.sent_tokens(entry) - content_tokens(reduced))
 
 
 def _only_excluded_tools(session: Session, entry: Entry, excluded: set[str]) -> bool:

@@ -18,6 +18,8 @@ USAGE_KEYS = (
     "cache_creation_input_tokens",
     "cache_read_input_tokens",
 )
+# The cache-write split by TTL (``usage.cache_creation``), kept flat beside them.
+TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 NO_RESULT = "[no result recorded]"
 _REQUIRED: dict[str, dict[str, type]] = {
     "text": {"text": str},
@@ -101,8 +103,11 @@ def is_int(value: Any) -> bool:
 
 
 def pick_usage(raw: Any) -> dict | None:
-    """The Anthropic usage counters present in `raw` (ints only), or None."""
+    """The Anthropic usage counters present in `raw` (ints only), or None; the cache-write
+    split by TTL (``cache_creation``) is kept flat, under its own key names."""
     usage = {key: raw[key] for key in USAGE_KEYS if is_int(as_dict(raw).get(key))}
+    split = as_dict(as_dict(raw).get("cache_creation"))
+    usage.update({key: split[key] for key in TTL_USAGE_KEYS if is_int(split.get(key))})
     return usage or None
 
 

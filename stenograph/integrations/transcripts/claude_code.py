@@ -217,7 +217,11 @@ def _message(record: _Record) -> dict:
     if timestamp is not None and not record.data.get("isMeta"):
         message["timestamp"] = timestamp
     message["uuid"] = record.uuid
-    usage = pick_usage(record.message.get("usage")) if record.type == "assistant" else None
-    if usage is not None:
-        message["usage"] = usage
+    if record.type == "assistant":
+        usage = pick_usage(record.message.get("usage"))
+        if usage is not None:
+            message["usage"] = usage
+        model = _str(record.message.get("model"))
+        if model is not None:
+            message["model"] = model
     return message
