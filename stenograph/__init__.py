@@ -8,7 +8,7 @@ from .engine.clock import ManualClock
 from .engine.context import PostSamplingCall, PreCallCall
 from .engine.engine import Engine, Slot
 from .engine.entries import Entry, EntryError
-from .engine.errors import HandlerError, PairingError, PluginError, PresetError, StenographError
+from .engine.errors import HandlerError, PluginError, PresetError, RequestError, StenographError
 from .engine.events import (
     Compacted,
     CompactionSkipped,
@@ -22,15 +22,15 @@ from .engine.events import (
     HistoryEdited,
     HistoryTruncated,
     MemorizeSkipped,
-    PairingViolation,
+    RequestViolation,
     StateReset,
     ThresholdDecision,
     ToolCallRefused,
 )
 from .engine.extraction import ExtractionRequest
+from .engine.guard import check_pairing, check_request
 from .engine.handler import Handler
 from .engine.hookspecs import hookimpl
-from .engine.rendering import check_pairing
 from .engine.session import Session
 from .engine.settings import HandlerSettings
 
@@ -56,12 +56,12 @@ __all__ = [
     "HandlerSettings",
     "ManualClock",
     "MemorizeSkipped",
-    "PairingError",
-    "PairingViolation",
     "PluginError",
     "PostSamplingCall",
     "PreCallCall",
     "PresetError",
+    "RequestError",
+    "RequestViolation",
     "Session",
     "Slot",
     "StateReset",
@@ -69,5 +69,6 @@ __all__ = [
     "ThresholdDecision",
     "ToolCallRefused",
     "check_pairing",
+    "check_request",
     "hookimpl",
 ]

@@ -159,6 +159,7 @@ def _print_report(report: ReplayReport) -> None:
     notes = f"{report.memory_file} ({report.notes_backend})" if report.memory_file else "-"
     table.add_row("memory file", notes)
     table.add_row("handler errors", f"{len(report.handler_errors):,}")
+    table.add_row("requests the API would reject", f"{len(report.request_violations):,}")
     table.add_row("session state", report.session_folder or "(in memory)")
     if report.skipped_lines:
         table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")

@@ -19,6 +19,7 @@ from .engine.events import (
     ExtractionFailed,
     ExtractionFinished,
     HandlerFailed,
+    RequestViolation,
     ThresholdDecision,
 )
 from .engine.session import Session
@@ -47,7 +48,7 @@ class ReplayReport:
     notes_backend: str | None = None
     handler_errors: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-    pairing_violations: int = 0
+    request_violations: list[dict[str, Any]] = field(default_factory=list)
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
     economics: dict[str, Any] | None = None
@@ -157,6 +158,10 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
             report.compactions.append(
                 {"before_assistant_index": index, **{k: getattr(event, k) for k in keys}}
             )
+        if isinstance(event, RequestViolation):
+            report.request_violations.append(
+                {"before_assistant_index": index, "problems": list(event.problems)}
+            )
         if isinstance(event, EntriesMemorized):
             report.memorize_events.append(
                 {
@@ -201,5 +206,3 @@ def _summarise(session: Session, report: ReplayReport) -> None:
                     "error": event.error,
                 }
             )
-        elif event.kind == "PairingViolation":
-            report.pairing_violations += 1

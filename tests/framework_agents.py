@@ -120,7 +120,7 @@ def check_wire(server: Any, session: stenograph.Session) -> None:
     bodies = [r.body for r in server.requests]
     for body in bodies:
         assert stenograph.check_pairing(body["messages"]) == [], body["messages"]
-    assert not [e for e in session.events if e.kind in ("PairingViolation", "HandlerFailed")]
+    assert not [e for e in session.events if e.kind in ("RequestViolation", "HandlerFailed")]
     mains = main_requests(server)
     forks = fork_requests(server)
     assert forks, "the notes fork never reached the server"

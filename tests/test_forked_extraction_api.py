@@ -54,17 +54,18 @@ def is_fork(request) -> bool:
     )
 
 
+def last_text(body: dict) -> str:
+    """The text of the request's last message (the fork's prompt after any tool results)."""
+    content = body["messages"][-1]["content"]
+    return content if isinstance(content, str) else content[-1]["text"]
+
+
 def notes_path(request) -> str:
     messages = request.body["messages"]
     prompt = next(m for m in messages if m["role"] == "user" and PROMPT_MARK in json.dumps(m))
-    text = prompt_text(prompt)
+    content = prompt["content"]
+    text = content if isinstance(content, str) else content[-1]["text"]
     return re.search(r'<notes path="([^"]+)">', text).group(1)
-
-
-def prompt_text(message) -> str:
-    """The prompt's text (after the answers to pending tool calls, when there are any)."""
-    content = message["content"]
-    return content if isinstance(content, str) else content[-1]["text"]
 
 
 def fork_turn(request) -> int:
@@ -177,11 +178,9 @@ def test_fork_shares_the_main_prefix_and_the_gate_holds(
     last = dict(shared[-1])
     assert last["content"][-1].pop("cache_control") == {"type": "ephemeral"}
     assert last == host.session.history.messages()[-1]
-    prompt = prompt_text(body["messages"][-1])
-    assert [b["tool_use_id"] for b in body["messages"][-1]["content"][:-1]] == [
-        response.content[1].id
-    ]
-    assert str(host.notes) in prompt and "# Worklog" in prompt
+    *answers, prompt = body["messages"][-1]["content"]  # the open Read call answered first
+    assert [a["tool_use_id"] for a in answers] == [response.content[-1].id]
+    assert str(host.notes) in prompt["text"] and "# Worklog" in prompt["text"]
     results = second.body["messages"][-1]["content"]
     refusal = f"only editing {host.notes} is allowed"
     assert [r.get("is_error", False) for r in results] == [True, True, True, True, False]
@@ -226,14 +225,14 @@ def test_claude_code_edit_tool_is_used_when_the_host_has_it(
     finally:
         TOOLS = saved
     assert "- read parser" in host.notes.read_text()
-    assert "the Edit tool (file_path" in prompt_text(host.fork_requests()[0].body["messages"][-1])
+    assert "the Edit tool (file_path" in last_text(host.fork_requests()[0].body)
 
 
 def test_without_an_edit_tool_the_fork_rewrites_in_a_fence(
     tmp_path, messages_server, anthropic_client
 ):
     def fork(request):
-        notes = prompt_text(request.body["messages"][-1])
+        notes = last_text(request.body)
         current = re.search(r'<notes path="[^"]+">\n(.*)\n</notes>', notes, re.S).group(1)
         new = current.replace("# Learnings\n", "# Learnings\n- fences work\n")
         return Reply.text(f"Here:\n```markdown\n{new}\n```")
@@ -247,7 +246,7 @@ def test_without_an_edit_tool_the_fork_rewrites_in_a_fence(
         TOOLS = saved
     fork_request = host.fork_requests()[0].body
     assert fork_request["tools"] == [READ]
-    assert "fenced block" in prompt_text(fork_request["messages"][-1])
+    assert "fenced block" in last_text(fork_request)
     assert "- fences work" in host.notes.read_text()
 
 
@@ -355,26 +354,3 @@ def test_a_dropped_session_is_freed_after_a_fork_through_the_sdk(
     messages_server.responder = None
     del host
     assert session() is None  # freed by reference counting: no cycles
-
-
-def test_a_mid_task_fork_answers_the_pending_tool_calls_first():
-    """A snapshot ending on a response that calls tools: the fork's prompt message answers
-    those calls (as not run) before the prompt, so its request stays paired."""
-    from stenograph.handlers.forked_extraction.fork import ForkContext, prompt_message
-
-    calls = {
-        "role": "assistant",
-        "content": [
-            {"type": "text", "text": "Reading both."},
-            {"type": "tool_use", "id": "toolu_a", "name": "Read", "input": {}},
-            {"type": "tool_use", "id": "toolu_b", "name": "Read", "input": {}},
-        ],
-    }
-    context = ForkContext("m", None, [READ], [{"role": "user", "content": "go"}, calls], {})
-    message = prompt_message(context, "update the notes")
-    request = [*context.messages, message]
-    assert stenograph.check_pairing(request) == []
-    assert [b["type"] for b in message["content"]] == ["tool_result", "tool_result", "text"]
-    assert message["content"][-1]["text"] == "update the notes"
-    quiet = ForkContext("m", None, None, [{"role": "user", "content": "go"}], {})
-    assert prompt_message(quiet, "p") == {"role": "user", "content": "p"}

@@ -28,8 +28,8 @@ class HandlerFailed(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PairingViolation(Event):
-    """The outgoing request breaks tool_use / tool_result pairing."""
+class RequestViolation(Event):
+    """The outgoing request breaks a rule of the Messages API (see ``check_request``)."""
 
     problems: tuple[str, ...]
 

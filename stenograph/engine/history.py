@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import Entry
-from .rendering import (
+from .guard import (
     MessageIds,
-    base_content,
     check_pairs,
-    merge_run,
+    check_roles,
+    check_unique,
+    content_problems,
     message_ids,
-    reduce_content,
-    render_content,
+    thinking_blocks,
 )
+from .rendering import base_content, merge_run, reduce_content, render_content
 from .tokens import ESTIMATORS, content_tokens
 
 NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
@@ -51,7 +52,9 @@ class History:
         self.tool_result_entry: dict[str, Entry] = {}
         self.unmemorized_tool_entries: dict[int, Entry] = {}
         self._messages: list[dict[str, Any]] = []
-        self._ids: list[MessageIds] = []  # the pairing guard's view of _messages
+        self._ids: list[MessageIds] = []  # the request guard's view of _messages
+        self._use_counts: dict[Any, int] = {}  # tool_use ids over _messages
+        self._repeated_uses = 0  # tool_use ids counted more than once
         self._runs: list[list[Entry]] = []
         self._message_of: dict[int, int] = {}
         self._changed: set[int] = set()
@@ -136,8 +139,8 @@ class History:
         self._message_of[entry.index] = index
         message = {"role": entry.role, "content": self.rendered(entry)}
         self._messages.append(message)
-        self._ids.append(message_ids(message))
-        self._changed.add(index)
+        self._ids.append(MessageIds(entry.role, (), ()))
+        self._set_ids(index, message_ids(message))
 
     def _extend_last(self, entry: Entry) -> None:
         """Add ``entry`` to the last message without re-merging its whole run (what
@@ -157,10 +160,15 @@ class History:
         ids = message_ids({"role": entry.role, "content": new})
         before = self._ids[index]
         self._messages[index] = message
-        self._ids[index] = MessageIds(
-            entry.role, before.uses + ids.uses, before.results + ids.results
+        self._set_ids(
+            index,
+            MessageIds(
+                entry.role,
+                before.uses + ids.uses,
+                before.results + ids.results,
+                before.content_problems + ids.content_problems,
+            ),
         )
-        self._changed.add(index)
 
     def _rebuild(self, message_index: int, same_ids: bool = False) -> None:
         run = self._runs[message_index]
@@ -169,9 +177,20 @@ class History:
         else:
             message = merge_run(run[0].role, [self.rendered(e) for e in run])
         self._messages[message_index] = message
-        if not same_ids:  # the pairing guard checks what changed
-            self._ids[message_index] = message_ids(message)
-            self._changed.add(message_index)
+        if not same_ids:  # the request guard checks what changed
+            self._set_ids(message_index, message_ids(message))
+
+    def _set_ids(self, index: int, ids: MessageIds) -> None:
+        """Record the guard's view of message ``index`` (tool_use ids counted)."""
+        counts = self._use_counts
+        for tool_id in self._ids[index].uses:
+            counts[tool_id] -= 1
+            self._repeated_uses -= counts[tool_id] >= 1
+        for tool_id in ids.uses:
+            counts[tool_id] = counts.get(tool_id, 0) + 1
+            self._repeated_uses += counts[tool_id] > 1
+        self._ids[index] = ids
+        self._changed.add(index)
 
     def refresh(self, *entries: Entry, memorized: bool = False) -> None:
         """Re-render ``entries`` after their memorized flag or sent content changed (each
@@ -205,15 +224,47 @@ class History:
             totals.sent += self.sent_tokens(entry, estimator) - before[estimator]
 
     def messages(self) -> list[dict[str, Any]]:
-        """The request messages: the preamble, then the entries from ``window_start`` on
-        (a new list; treat the dicts as read-only)."""
-        return [*self.preamble, *self._messages[self._window_message :]]
+        """The request messages: the preamble, then the entries from ``window_start`` on,
+        the preamble's last message merged with the first when their roles match (a new
+        list; treat the dicts as read-only)."""
+        window = self._messages[self._window_message :]
+        head = self.preamble
+        if not head or not window or head[-1]["role"] != window[0]["role"]:
+            return [*head, *window]
+        joint = merge_run(window[0]["role"], [head[-1]["content"], window[0]["content"]])
+        return [*head[:-1], joint, *window[1:]]
 
-    def pairing_problems(self) -> list[str]:
-        """Pairing problems in the messages changed since the last check."""
-        problems = check_pairs(self._ids, self._changed)
-        self._changed.clear()
+    def request_problems(self) -> list[str]:
+        """What the Messages API would reject in the request (see ``guard``), checking the
+        messages changed since the last check, the start of the request, and tool_use ids
+        across the request only when some id occurs twice in the history."""
+        start, before = self._window_message, len(self.preamble)
+        ids = self._ids[start:] if start else self._ids
+        changed = {i - start for i in self._changed if i >= start}
+        self._changed = set()
+        head = [message_ids(m) for m in self.preamble]
+        roles = [m.role for m in head]
+        if ids and (not roles or roles[-1] != ids[0].role):  # else merged by messages()
+            roles.append(ids[0].role)
+        problems = check_roles(roles)
+        problems += content_problems(head, range(before))
+        problems += content_problems(ids, changed, before)
+        problems += check_pairs(ids, changed, before)
+        problems += self._changed_thinking(changed, start, before)
+        if self._repeated_uses:
+            problems += check_unique(head + ids)
         return problems
+
+    def _changed_thinking(self, messages: set[int], start: int, before: int) -> list[str]:
+        """Thinking blocks a handler's replacement content changed (they must be sent as
+        the API returned them)."""
+        return [
+            f"message {before + i}: thinking blocks of entry {entry.uuid} changed"
+            for i in sorted(messages)
+            for entry in self._runs[start + i]
+            if entry.sent_content is not None
+            and thinking_blocks(entry.sent_content) != thinking_blocks(entry.content)
+        ]
 
     # window ----------------------------------------------------------------------------
 

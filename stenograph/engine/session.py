@@ -18,8 +18,8 @@ from .clock import Clock, system_clock
 from .collector import paused_gc
 from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, EntryError, entry_from_record, make_entry, response_entry
-from .errors import PairingError
-from .events import Event, PairingViolation, StateReset
+from .errors import RequestError
+from .events import Event, RequestViolation, StateReset
 from .extraction import ExtractionDesk
 from .history import History
 from .store import JOURNAL_BYTES, SessionStore, check_session_id, encode_record
@@ -269,12 +269,12 @@ class Session:
             request["tools"] = call.tools
         request["messages"] = self.history.messages()
         request.update(call.extra)
-        problems = self.history.pairing_problems()
+        problems = self.history.request_problems()
         if problems:
-            self.record(PairingViolation(time=call.now, problems=tuple(problems)))
-            log.error("session %s: request pairing broken: %s", self.id, "; ".join(problems))
+            self.record(RequestViolation(time=call.now, problems=tuple(problems)))
+            log.error("session %s: the API would reject the request: %s", self.id, problems)
             if self.engine.strict:
-                raise PairingError("; ".join(problems))
+                raise RequestError(problems)
         return request
 
     def _journal(self, record: dict[str, Any]) -> None:

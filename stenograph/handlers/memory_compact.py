@@ -139,7 +139,8 @@ class MemoryCompact(Handler):
         state["overhead"] = max(0, tokens - session.history.request_tokens(s.token_estimator))
         first = session.history[start]
         session.set_window(first, preamble)
-        kept = len(session.history.messages()) - 1
+        merged = first.role == "user"  # the notes and the first kept message are sent as one
+        kept = len(session.history.messages()) - 1 + merged
         log.info("compacted: %s -> %s tokens, %d messages kept", tokens, after, kept)
         call.emit(
             Compacted,

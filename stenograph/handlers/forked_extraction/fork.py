@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...engine.guard import check_request
 from .gate import OWN_TOOL, Workspace
 
 CACHE_BREAKPOINT = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4
-NOT_RUN = "Not run: the session notes are being updated first; the agent runs this call later."
 FENCE = re.compile(r"```(?:markdown|md)?[ \t]*\n(.*?)\n```", re.DOTALL)
 USAGE_KEYS = (
     "input_tokens",
@@ -20,6 +20,9 @@ USAGE_KEYS = (
     "cache_creation_input_tokens",
     "output_tokens",
 )
+
+
+NOT_RUN = "[not run: this conversation is a fork that only updates the session notes]"
 
 
 class ForkFailed(RuntimeError):
@@ -63,22 +66,6 @@ def with_breakpoint(context: ForkContext) -> list[dict[str, Any]]:
     return messages
 
 
-def prompt_message(context: ForkContext, prompt: str) -> dict[str, Any]:
-    """The fork's prompt as the user message after the shared prefix. When the main thread
-    snapshot ends on a response calling tools (a mid-task extraction), those calls are
-    answered first as not run, so the request keeps every tool_use paired."""
-    last = context.messages[-1] if context.messages else None
-    content = last.get("content") if last and last.get("role") == "assistant" else None
-    calls = [b for b in content if b.get("type") == "tool_use"] if isinstance(content, list) else []
-    if not calls:
-        return {"role": "user", "content": prompt}
-    answers = [
-        {"type": "tool_result", "tool_use_id": c.get("id"), "content": NOT_RUN, "is_error": True}
-        for c in calls
-    ]
-    return {"role": "user", "content": [*answers, {"type": "text", "text": prompt}]}
-
-
 def _breakpoints(context: ForkContext) -> int:
     text = json.dumps([context.system, context.tools, context.messages], default=str)
     return text.count('"cache_control"')
@@ -99,10 +86,13 @@ def run_fork(
     tools = context.tools
     if mode == "own-tool":
         tools = [*(tools or []), OWN_TOOL]
-    messages = [*with_breakpoint(context), prompt_message(context, prompt)]
+    messages = [*with_breakpoint(context), {"role": "user", "content": _prompt(context, prompt)}]
     result = ForkResult()
     for _ in range(max_turns):
         request = {"model": context.model, "messages": list(messages), **context.extra}
+        problems = check_request(request["messages"])
+        if problems:
+            raise ForkFailed("the API would reject the fork's request: " + "; ".join(problems))
         if context.system is not None:
             request["system"] = context.system
         if tools is not None:
@@ -122,6 +112,20 @@ def run_fork(
     if not workspace.edits:
         raise ForkFailed(f"the fork made no edit of {workspace.path} in {result.turns} turn(s)")
     return result
+
+
+def _prompt(context: ForkContext, prompt: str) -> str | list[dict[str, Any]]:
+    """The fork's first message: the prompt, after a result for every tool call the shared
+    response left open (the API needs them first; the fork does not run them)."""
+    last = context.messages[-1] if context.messages else {}
+    content = last.get("content") if last.get("role") == "assistant" else None
+    calls = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    if not calls:
+        return prompt
+    results = [
+        {"type": "tool_result", "tool_use_id": c.get("id"), "content": NOT_RUN} for c in calls
+    ]
+    return [*results, {"type": "text", "text": prompt}]
 
 
 def _answer(workspace: Workspace, call: dict[str, Any]) -> dict[str, Any]:
