@@ -33,11 +33,13 @@ from .engine.handler import Handler
 from .engine.hookspecs import hookimpl
 from .engine.session import Session
 from .engine.settings import HandlerSettings
+from .engine.sync import ConversationMismatch, Synced
 
 __version__ = "0.1.0"
 __all__ = [
     "Compacted",
     "CompactionSkipped",
+    "ConversationMismatch",
     "Custom",
     "Engine",
     "EntriesMemorized",
@@ -66,6 +68,7 @@ __all__ = [
     "Slot",
     "StateReset",
     "StenographError",
+    "Synced",
     "ThresholdDecision",
     "ToolCallRefused",
     "check_pairing",

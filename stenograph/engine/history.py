@@ -97,6 +97,13 @@ class History:
             self._place(entry)
         return entry
 
+    def rebuild(self, entries: list[Entry]) -> None:
+        """Start over from ``entries`` (after a host edit or a rewind: rare, O(n)). The
+        window is cleared; the caller sets it again when it still holds."""
+        History.__init__(self)
+        for entry in entries:
+            self.add(entry)
+
     def tool_calls_after(self, uuid: str | None) -> int:
         """tool_use blocks in assistant entries after the entry ``uuid`` (all of them when
         ``uuid`` is None or unknown); O(1)."""
