@@ -163,6 +163,10 @@ def _print_report(report: ReplayReport) -> None:
     table.add_row("session state", report.session_folder or "(in memory)")
     if report.skipped_lines:
         table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")
+    if report.cache_ttl:
+        ttl = report.cache_ttl
+        where = f"from the {ttl['source']}, call {ttl['before_assistant_index']}"
+        table.add_row("prompt-cache TTL detected", f"{ttl['ttl']} ({where})")
     if report.economics:
         _cost_rows(table, report.economics)
     out.print(table)

@@ -14,6 +14,7 @@ from .economics.prices import load_prices
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
 from .engine.events import (
+    CacheTtlDetected,
     Compacted,
     EntriesMemorized,
     ExtractionFailed,
@@ -51,6 +52,7 @@ class ReplayReport:
     request_violations: list[dict[str, Any]] = field(default_factory=list)
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
+    cache_ttl: dict[str, Any] | None = None
     economics: dict[str, Any] | None = None
     ledger: Ledger = field(default_factory=Ledger, repr=False)
 
@@ -153,6 +155,12 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
     report.tokens_full += session.history.token_totals()[0]
     report.tokens_sent += session.history.request_tokens()
     for event in session.events[seen:]:
+        if isinstance(event, CacheTtlDetected):
+            report.cache_ttl = {
+                "ttl": event.ttl,
+                "source": event.source,
+                "before_assistant_index": index,
+            }
         if isinstance(event, Compacted):
             keys = ("tokens_before", "tokens_after", "kept_messages")
             report.compactions.append(

@@ -21,10 +21,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from ..engine.caching import TTL_SECONDS
 from .prices import PriceTable
 
 LOOKBACK = 20
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 @dataclass(frozen=True, slots=True)

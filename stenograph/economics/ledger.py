@@ -130,7 +130,7 @@ def input_total(usage: dict[str, int] | None) -> int | None:
 
 
 def detected_ttl(usages: Any) -> str:
-    """ "1h" when any recorded usage wrote to the 1-hour cache, else "5m"."""
+    """The session's TTL: "1h" when any recorded usage wrote to the 1-hour cache, else "5m"."""
     return "1h" if any((u or {}).get("ephemeral_1h_input_tokens") for u in usages) else "5m"
 
 
