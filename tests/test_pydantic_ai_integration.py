@@ -10,6 +10,7 @@ import pytest
 from framework_agents import (
     agent_model,
     all_handlers_preset,
+    check_followed,
     check_handlers,
     check_wire,
     main_requests,
@@ -23,6 +24,7 @@ require_extra("pydantic_ai", "pydantic-ai")
 require_extra("pydantic_ai.models.anthropic", "pydantic-ai")
 
 from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.capabilities import ProcessHistory  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     ModelRequest,
     ModelResponse,
@@ -45,10 +47,10 @@ from stenograph.integrations.pydantic_ai import (  # noqa: E402
 SYSTEM = "You are a careful coding agent."
 
 
-def build(server, capability, **agent_options) -> Agent:
+def build(server, *capabilities) -> Agent:
     provider = AnthropicProvider(api_key="test-key", base_url=server.url)
     model = AnthropicModel("claude-sonnet-4-6", provider=provider)
-    agent = Agent(model, instructions=SYSTEM, capabilities=[capability], **agent_options)
+    agent = Agent(model, instructions=SYSTEM, capabilities=list(capabilities))
 
     @agent.tool_plain
     def read_file(path: str) -> str:
@@ -198,3 +200,34 @@ def test_a_placeholder_becomes_a_tool_return_of_the_named_tool():
     part = from_anthropic(rendered)[2].parts[0]
     assert isinstance(part, ToolReturnPart) and part.tool_name == "read_file"
     assert part.content == "[memorized: read_file result left out (1 chars)]"
+
+
+def keep_last_three_prompts(messages: list) -> list:
+    """A host's own trimming: the history from the third-last user prompt on."""
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+    ]
+    return messages[starts[-3] :] if len(starts) > 3 else messages
+
+
+@pytest.mark.parametrize("mode", ["run_sync", "run_stream"])
+def test_thirty_turns_with_a_history_processor(messages_server, manual_clock, tmp_path, mode):
+    """The agent's own history processor trims the history on every request; the session
+    follows what the model is sent and no request breaks."""
+    messages_server.responder = agent_model
+    capability = Stenograph(all_handlers_preset(tmp_path), state_dir=tmp_path, clock=manual_clock)
+    # listed after stenograph on purpose: stenograph places itself innermost anyway
+    agent = build(messages_server, capability, ProcessHistory(keep_last_three_prompts))
+
+    def turns():
+        for turn in range(30):
+            yield f"Read the next file ({turn})."
+            assert capability.session("conv-1").wait_for_background(10)
+            manual_clock.advance(400 if turn % 7 == 3 else 15)
+
+    history = run_turns(agent, mode, turns())
+    session = capability.session("conv-1")
+    check_followed(messages_server, session, to_anthropic(keep_last_three_prompts(history)))
+    capability.close()
