@@ -121,8 +121,13 @@ class InactivityMemorize(Handler):
         history, kept = session.history, set(keep)
         reduce, exact = self.settings.reduce_tool_inputs, self.settings.min_tokens_saved > 0
         saved, missing = 0, []
+        usual = not kept and not reduce  # then every count was made in advance
         for entry in candidates:
-            tokens = history.saving(entry, kept, reduce, count=exact)
+            if usual and not entry.tool_result_ids:
+                continue  # inputs left whole: its form does not change
+            tokens = history.usual_saving(entry) if usual else None
+            if tokens is None:
+                tokens = history.saving(entry, kept, reduce, count=exact)
             if tokens is None:
                 missing.append(entry)
                 tokens = history.estimated_saving(entry, kept, reduce)
