@@ -8,6 +8,7 @@ import difflib
 import json
 import logging
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from rich.table import Table
 from .engine.discovery import HandlerCatalog
 from .engine.engine import Engine
 from .engine.errors import StenographError
+from .engine.events import Event
 from .engine.presets import builtin_names, load_preset
 from .integrations.transcripts import TranscriptError
 from .replay import ReplayReport, replay, request_line
@@ -54,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     cmd.add_argument(
         "--requests", metavar="FILE", help="write every rendered request to FILE, one JSON per line"
+    )
+    cmd.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write every event to FILE as it happens, one JSON per line",
     )
     _replay_command(
         commands,
@@ -95,8 +102,24 @@ def _replay_command(
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
+    path = getattr(args, "events", None)
+    if path is None:
+        return _replay_with(args, None)
+    lock = threading.Lock()
+    with open(path, "w", encoding="utf-8") as file:
+
+        def write(event: Event) -> None:
+            with lock:
+                file.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+
+        return _replay_with(args, write)
+
+
+def _replay_with(args: argparse.Namespace, on_event: Any) -> ReplayReport:
     if args.json or not err.is_terminal:
-        return replay(args.transcript, args.preset, args.state_dir, prices=args.prices)
+        return replay(
+            args.transcript, args.preset, args.state_dir, prices=args.prices, on_event=on_event
+        )
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("replay", total=None)
@@ -106,6 +129,7 @@ def _run_replay(args: argparse.Namespace) -> ReplayReport:
             args.state_dir,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
             prices=args.prices,
+            on_event=on_event,
         )
 
 

@@ -19,6 +19,7 @@ from .engine.events import (
     CacheTtlDetected,
     Compacted,
     EntriesMemorized,
+    Event,
     ExtractionFailed,
     ExtractionFinished,
     HandlerFailed,
@@ -87,6 +88,7 @@ def replay(
     overrides: dict[Any, dict[str, Any]] | None = None,
     progress: Progress | None = None,
     prices: str | Path | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> ReplayReport:
     """Replay ``path``: for each assistant message, append the inputs before it, run
     pre-call at the input's time, then post-sampling with the message as the response.
@@ -99,7 +101,7 @@ def replay(
     if state_dir is not None:
         shutil.rmtree(Path(state_dir) / session_id, ignore_errors=True)
     clock = ManualClock(_first_time(transcript))
-    session = engine.open_session(session_id, state_dir=state_dir, clock=clock)
+    session = engine.open_session(session_id, state_dir=state_dir, clock=clock, on_event=on_event)
     report = ReplayReport(
         transcript=str(path),
         format=transcript.format,
