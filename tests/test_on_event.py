@@ -26,6 +26,7 @@ def test_every_event_is_delivered_as_recorded_and_is_json():
     engine = stenograph.Engine.from_preset("default")
     clock = stenograph.ManualClock(1e9)
     session = engine.open_session("s", state_dir=None, clock=clock, on_event=observe)
+    session.append({"role": "user", "content": "Fix the test"})
     run_tool_calls(session, clock, 4)
     session.pre_call(model="m")
     session.post_sampling(text_reply())
@@ -34,7 +35,8 @@ def test_every_event_is_delivered_as_recorded_and_is_json():
     session.pre_call(model="m")
     session.wait_for_background()
     session.close()
-    assert seen and [e.kind for e in seen] == [e.kind for e in session.events]
+    final = [e for e in seen if not getattr(e, "estimated", False)]  # completed later
+    assert final == session.events
     kinds = {e.kind for e in seen}
     assert {"EntriesMemorized", "ThresholdDecision"} <= kinds
     for event in seen:
