@@ -3,6 +3,7 @@ users, and a plugin package skeleton that installs and passes its own test."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -66,9 +67,17 @@ def test_every_builtin_preset_is_valid(schema, name):
     assert list(validator(schema).iter_errors(preset)) == []
 
 
-def test_the_example_plugin_preset_is_valid_with_the_plugin_known(monkeypatch):
+@pytest.fixture
+def redact_source(monkeypatch):
+    """The example plugin imported from its source folder, forgotten afterwards."""
     monkeypatch.syspath_prepend(str(REDACT / "src"))
-    from stenograph_redact import RedactSecrets
+    yield importlib.import_module("stenograph_redact")
+    for name in [n for n in sys.modules if n.partition(".")[0] == "stenograph_redact"]:
+        del sys.modules[name]
+
+
+def test_the_example_plugin_preset_is_valid_with_the_plugin_known(redact_source):
+    RedactSecrets = redact_source.RedactSecrets
 
     catalog = HandlerCatalog(stenograph.Engine.plugin_manager())
     catalog.add(RedactSecrets, "package 'stenograph-redact'")
