@@ -10,6 +10,7 @@ from .engine.engine import Engine, Slot
 from .engine.entries import Entry, EntryError
 from .engine.errors import HandlerError, PluginError, PresetError, RequestError, StenographError
 from .engine.events import (
+    CacheTtlDetected,
     Compacted,
     CompactionSkipped,
     Custom,
@@ -33,11 +34,14 @@ from .engine.handler import Handler
 from .engine.hookspecs import hookimpl
 from .engine.session import Session
 from .engine.settings import HandlerSettings
+from .engine.sync import ConversationMismatch, Synced
 
 __version__ = "0.1.0"
 __all__ = [
+    "CacheTtlDetected",
     "Compacted",
     "CompactionSkipped",
+    "ConversationMismatch",
     "Custom",
     "Engine",
     "EntriesMemorized",
@@ -66,6 +70,7 @@ __all__ = [
     "Slot",
     "StateReset",
     "StenographError",
+    "Synced",
     "ThresholdDecision",
     "ToolCallRefused",
     "check_pairing",

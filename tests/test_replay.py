@@ -50,15 +50,19 @@ def test_replay_is_deterministic(tmp_path):
 
 
 def _eligible_gaps(path) -> bool:
-    """Whether some call is sent >= 300 s after the previous response's end (the request
-    leaves at its newest input's time, not at its response's), with tool entries before."""
+    """Whether some call is sent a cache TTL (300 s, 3600 s on the 1-hour cache: "auto") or
+    more after the previous response's end (the request leaves at its newest input's time,
+    not at its response's), with tool entries before."""
     for transcript in read_transcripts(path):
+        messages = transcript.messages
+        one_hour = any((m.get("usage") or {}).get("ephemeral_1h_input_tokens") for m in messages)
+        threshold = 3600 if one_hour else 300
         last_response, saw_tools, latest = None, False, None
-        for message in transcript.messages:
+        for message in messages:
             moment = parse_timestamp(message.get("timestamp"))
             if message["role"] == "assistant":
                 sent = max(latest or moment or 0, last_response or 0)
-                if last_response is not None and saw_tools and sent - last_response >= 300:
+                if last_response is not None and saw_tools and sent - last_response >= threshold:
                     return True
                 last_response = moment if moment is not None else last_response
             elif moment is not None:

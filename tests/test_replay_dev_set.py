@@ -79,5 +79,7 @@ def test_every_development_file_replays_every_call(preset):
             wrong.append((path.name, report.calls, abandoned, count_calls(path)))
         violations += report.request_violations
         assert report.handler_errors == []
-        assert all(o["count"] > 0 and o["where"] or o["reason"] == ABANDONED for o in reasons.values())
+        assert all(
+            o["count"] > 0 and o["where"] or o["reason"] == ABANDONED for o in reasons.values()
+        )
     assert wrong == [] and violations == []

@@ -834,7 +834,8 @@ def test_real_transcript_loads_cleanly(path):
     assert not request or stenograph.check_request(request) == []
     if t.format != "claude-code-jsonl":
         return
-    assert {o.reason for o in t.omitted if o.lost} <= {"first prompt not in the file (a stand-in is sent)"}
+    lost = {o.reason for o in t.omitted if o.lost}
+    assert lost <= {"first prompt not in the file (a stand-in is sent)"}
     records = read_records(path)
     if all("usage" in r["message"] for r in records if r.get("type") == "assistant"):
         assert all(

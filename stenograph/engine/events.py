@@ -49,6 +49,15 @@ class EntriesMemorized(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CacheTtlDetected(Event):
+    """inactivity-memorize at "auto" learned the prompt-cache TTL the session uses."""
+
+    ttl: str
+    source: str
+    threshold_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MemorizeSkipped(Event):
     """A pause was long enough but nothing was marked, and why."""
 
@@ -176,8 +185,8 @@ class NotesClientUnavailable(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HistoryNotFollowed(Event):
-    """A framework's message list does not continue the session's history (other code
-    shortened or rewrote it); this call went out as the framework built it."""
+    """A framework adapter could not make the session hold the framework's message list
+    (a message the session refuses); this call went out as the framework built it."""
 
     messages: int
     entries: int
