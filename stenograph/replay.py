@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable
@@ -81,6 +82,11 @@ class ReplayReport:
         """0 when everything was replayed or deliberately left out; 1 when something was
         lost, nothing was replayed, or a rendered request breaks an API rule."""
         return int(bool(self.lost or not self.calls or self.request_violations))
+
+
+def request_line(request: dict[str, Any]) -> str:
+    """A rendered request as one line of JSON (``replay --requests``, ``show``)."""
+    return json.dumps(request, ensure_ascii=False)
 
 
 def session_id_for(path: Path) -> str:
