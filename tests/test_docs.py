@@ -127,13 +127,17 @@ def commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_every_command_and_option_is_in_the_command_line_section():
-    block = re.search(r"```sh\n(.*?)```", section("## Command line"), re.S)
+    text = section("## Command line")
+    block = re.search(r"```sh\n(.*?)```", text, re.S)
     assert block
     usage: dict[str, str] = {}
     for part in re.split(r"^(?=stenograph )", block.group(1), flags=re.M):
-        if part.startswith("stenograph "):
+        if part.startswith("stenograph ") and not part.split()[1].startswith("-"):
             usage[part.split()[1]] = part
     assert set(usage) == set(commands())
+    for action in _parser()._actions:
+        if action.option_strings and action.dest != "help":
+            assert any(o in text for o in action.option_strings), action.dest
     for name, parser in commands().items():
         for action in parser._actions:
             if action.option_strings and action.dest != "help":
