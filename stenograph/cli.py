@@ -8,34 +8,54 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from pydantic.alias_generators import to_camel
-from rich.console import Console
-from rich.logging import RichHandler
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-
-from .engine.discovery import HandlerCatalog
-from .engine.engine import Engine
 from .engine.errors import StenographError
-from .engine.presets import builtin_names, load_preset
-from .integrations.transcripts import TranscriptError
-from .replay import ReplayReport, replay
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .replay import ReplayReport
+
+# Heavy modules (rich, pydantic, the engine, the tokenizer) are imported by the commands
+# that use them: `stenograph --help` loads none of them.
+
+
+@cache
+def _out() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+@cache
+def _err() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _table(*args: Any, **kwargs: Any) -> Table:
+    from rich.table import Table
+
+    return Table(*args, **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args = _parser().parse_args(argv)
+    from rich.logging import RichHandler
+
+    from .integrations.transcripts import TranscriptError
+
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=err)])
+    logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=_err())])
     try:
         return args.run(args)
     except (StenographError, TranscriptError, OSError) as exc:
-        err.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        _err().print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
         return 2
 
 
@@ -82,10 +102,14 @@ def _replay_command(
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
-    if args.json or not err.is_terminal:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .replay import replay
+
+    if args.json or not _err().is_terminal:
         return replay(args.transcript, args.preset, args.state_dir, prices=args.prices)
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
+    with Progress(*columns, console=_err(), transient=True) as bar:
         task = bar.add_task("replay", total=None)
         return replay(
             args.transcript,
@@ -102,9 +126,9 @@ def _explain(args: argparse.Namespace) -> int:
         print(json.dumps(report.decisions, indent=2))
         return 0
     if not report.decisions:
-        out.print(f"preset {report.preset} has no update-threshold slot: nothing to explain")
+        _out().print(f"preset {report.preset} has no update-threshold slot: nothing to explain")
         return 0
-    table = Table(title=f"update-threshold decisions ({report.preset})", title_justify="left")
+    table = _table(title=f"update-threshold decisions ({report.preset})", title_justify="left")
     for column in ("call", "tokens", "growth", "tools", "quiet", "extract", "why"):
         table.add_column(column, overflow="fold")
     for d in report.decisions:
@@ -117,8 +141,8 @@ def _explain(args: argparse.Namespace) -> int:
             "[bold green]yes[/]" if d["extract"] else "no",
             d["reason"],
         )
-    out.print(table)
-    out.print(f"{len(report.extractions)} extraction(s) in {report.calls} calls")
+    _out().print(table)
+    _out().print(f"{len(report.extractions)} extraction(s) in {report.calls} calls")
     return 0
 
 
@@ -136,21 +160,21 @@ def _warn_skipped(report: ReplayReport) -> int:
     if not report.skipped_lines:
         return 0
     for warning in report.warnings[:5]:
-        err.print(f"warning: {warning}", markup=False, soft_wrap=True)
+        _err().print(f"warning: {warning}", markup=False, soft_wrap=True)
     more = len(report.warnings) - 5
     if more > 0:
-        err.print(f"warning: … and {more} more")
-    err.print(f"warning: {report.skipped_lines} transcript line(s) skipped", markup=False)
+        _err().print(f"warning: … and {more} more")
+    _err().print(f"warning: {report.skipped_lines} transcript line(s) skipped", markup=False)
     return 1
 
 
 def _print_report(report: ReplayReport) -> None:
     saved = report.tokens_full - report.tokens_sent
     share = f" ({saved / report.tokens_full:.1%} less)" if report.tokens_full else ""
-    out.print(
+    _out().print(
         f"[bold]{report.transcript}[/] ({report.format}) with preset [bold]{report.preset}[/]"
     )
-    table = Table(show_header=False, box=None)
+    table = _table(show_header=False, box=None)
     table.add_row("model calls replayed", f"{report.calls:,}")
     table.add_row("tokens, full history", f"{report.tokens_full:,}")
     table.add_row("tokens, as sent", f"{report.tokens_sent:,}{share}")
@@ -169,7 +193,7 @@ def _print_report(report: ReplayReport) -> None:
         table.add_row("prompt-cache TTL detected", f"{ttl['ttl']} ({where})")
     if report.economics:
         _cost_rows(table, report.economics)
-    out.print(table)
+    _out().print(table)
     _print_rows(
         "memorize",
         ("before call", "gap", "entries", "tokens saved"),
@@ -213,7 +237,8 @@ def _print_report(report: ReplayReport) -> None:
     if report.economics:
         _print_cost_calls(report.economics)
     for problem in report.handler_errors:
-        err.print(f"handler {problem['handler']} failed in {problem['phase']}: {problem['error']}")
+        where = f"handler {problem['handler']} failed in {problem['phase']}"
+        _err().print(f"{where}: {problem['error']}")
 
 
 def _cost_rows(table: Table, economics: dict[str, Any]) -> None:
@@ -256,27 +281,32 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
 def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
     if not rows:
         return
-    table = Table(title=title, title_justify="left")
+    table = _table(title=title, title_justify="left")
     for name in header:
         table.add_column(name)
     for row in rows:
         table.add_row(*(str(cell) for cell in row))
-    out.print(table)
+    _out().print(table)
 
 
 def _handlers(_args: argparse.Namespace) -> int:
+    from pydantic.alias_generators import to_camel
+
+    from .engine.discovery import HandlerCatalog
+    from .engine.engine import Engine
+
     catalog = HandlerCatalog(Engine.plugin_manager())
     status = 0
     for name in catalog.names():
         try:
             handler = catalog.get(name)
         except StenographError as exc:
-            err.print(f"[red]{name}[/] ({catalog.origin(name)}): {exc}")
+            _err().print(f"[red]{name}[/] ({catalog.origin(name)}): {exc}")
             status = 1
             continue
         where = f"{handler.phase or 'any phase'}, {catalog.origin(name)}"
-        out.print(f"[bold]{name}[/] ({where}): {handler.summary}")
-        table = Table(box=None, padding=(0, 2, 0, 2))
+        _out().print(f"[bold]{name}[/] ({where}): {handler.summary}")
+        table = _table(box=None, padding=(0, 2, 0, 2))
         for column in ("setting", "type", "default", "description"):
             table.add_column(column)
         for field_name, info in handler.Settings.model_fields.items():
@@ -287,7 +317,7 @@ def _handlers(_args: argparse.Namespace) -> int:
                 repr(default),
                 info.description or "",
             )
-        out.print(table)
+        _out().print(table)
     return status
 
 
@@ -296,22 +326,28 @@ def _type_name(annotation: Any) -> str:
 
 
 def _presets(_args: argparse.Namespace) -> int:
-    table = Table("preset", "handlers", "description")
+    from .engine.presets import builtin_names, load_preset
+
+    table = _table("preset", "handlers", "description")
     for name in builtin_names():
         preset = load_preset(name)
         table.add_row(name, ", ".join(s.handler for s in preset.slots), preset.description)
-    out.print(table)
+    _out().print(table)
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
+    from pydantic.alias_generators import to_camel
+
+    from .engine.engine import Engine
+
     engine = Engine.from_preset(args.preset)
     preset = engine.preset
-    out.print(f"[green]ok[/] preset [bold]{preset.name}[/] ({' -> '.join(preset.files)})")
+    _out().print(f"[green]ok[/] preset [bold]{preset.name}[/] ({' -> '.join(preset.files)})")
     if preset.strict:
-        out.print("strict = true: handler failures raise")
+        _out().print("strict = true: handler failures raise")
     for slot in engine.slots:
-        table = Table(title=f"handlers[{slot.index}]: {slot.name}", title_justify="left")
+        table = _table(title=f"handlers[{slot.index}]: {slot.name}", title_justify="left")
         table.add_column("setting", no_wrap=True)
         table.add_column("value", overflow="fold")
         table.add_column("set by", overflow="fold")
@@ -319,7 +355,7 @@ def _check(args: argparse.Namespace) -> int:
         for field_name in type(values).model_fields:
             value = repr(getattr(values, field_name))
             table.add_row(to_camel(field_name), value, slot.settings.origins[field_name])
-        out.print(table)
+        _out().print(table)
     return 0
 
 
