@@ -242,16 +242,22 @@ def _print_report(report: ReplayReport) -> None:
 
 
 def _cost_rows(table: Table, economics: dict[str, Any]) -> None:
-    """Session cost lines: as recorded vs with the preset (simulated), the file's own."""
+    """Session cost lines: as recorded vs with the preset (simulated), the notes forks, the
+    file's own."""
     recorded = economics["as_recorded"]["totals"]["cost"]
     preset = economics["with_preset"]["totals"]["cost"]
     share = f" ({(recorded - preset) / recorded:.1%})" if recorded else ""
-    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", f"${recorded:,.4f}")
-    table.add_row("cost with the preset", f"${preset:,.4f}")
-    table.add_row("saving", f"${recorded - preset:,.4f}{share}")
+    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", _usd(recorded))
+    table.add_row("cost with the preset", _usd(preset))
+    table.add_row("saving", _usd(recorded - preset) + share)
+    forks = economics["with_preset"]["forks"]
+    if forks["calls"]:
+        fork_cost = forks["totals"]["cost"]
+        table.add_row(f"notes forks ({len(forks['calls'])} calls)", _usd(fork_cost))
+        table.add_row("saving, forks included", _usd(recorded - preset - fork_cost))
     if economics["recorded_usage"]["calls"]:
         file_cost = economics["recorded_usage"]["totals"]["cost"]
-        table.add_row("cost of the recorded usage", f"${file_cost:,.4f}")
+        table.add_row("cost of the recorded usage", _usd(file_cost))
 
 
 def _print_cost_calls(economics: dict[str, Any]) -> None:
@@ -266,9 +272,9 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
                     before["index"],
                     f"{before['cache_read']:,} / {after['cache_read']:,}",
                     f"{before['cache_write']:,} / {after['cache_write']:,}",
-                    f"${before['cost']:.4f}",
-                    f"${after['cost']:.4f}",
-                    f"${before['cost'] - after['cost']:+.4f}".replace("+", ""),
+                    _usd(before["cost"]),
+                    _usd(after["cost"]),
+                    _usd(before["cost"] - after["cost"]),
                 )
             )
     _print_rows(
@@ -276,6 +282,10 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
         ("call", "cache read", "cache write", "as recorded", "with preset", "saved"),
         rows,
     )
+
+
+def _usd(amount: float) -> str:
+    return f"-${-amount:,.4f}" if amount < 0 else f"${amount:,.4f}"
 
 
 def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
