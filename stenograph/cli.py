@@ -24,7 +24,7 @@ from .engine.discovery import HandlerCatalog
 from .engine.engine import Engine
 from .engine.errors import StenographError
 from .engine.presets import builtin_names, load_preset
-from .integrations.transcripts import FORMATS, TranscriptError
+from .integrations.transcripts import TranscriptError, format_descriptions
 from .replay import ReplayReport, replay, request_line
 
 out = Console(highlight=False)
@@ -32,7 +32,7 @@ err = Console(stderr=True, highlight=False)
 
 
 FORMAT_HELP = "a transcript file; the format is detected from its content: " + "; ".join(
-    FORMATS.values()
+    format_descriptions().values()
 )
 log = logging.getLogger("stenograph.cli")
 
@@ -414,7 +414,7 @@ def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) 
 
 
 def _handlers(_args: argparse.Namespace) -> int:
-    catalog = HandlerCatalog(Engine.plugin_manager())
+    catalog = HandlerCatalog()
     status = 0
     for name in catalog.names():
         try:
@@ -480,7 +480,7 @@ def _check(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     from .schema import schema_text
 
-    text = schema_text(HandlerCatalog(Engine.plugin_manager()))
+    text = schema_text(HandlerCatalog())
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         _err_line(f"wrote {args.output}")
@@ -505,7 +505,7 @@ def _init(args: argparse.Namespace) -> int:
         handlers = [slot.handler for slot in load_preset("default").slots]
     path = Path(args.output or f"{name}.toml")
     write_preset(
-        path, preset_text(name, handlers, HandlerCatalog(Engine.plugin_manager())), args.force
+        path, preset_text(name, handlers, HandlerCatalog()), args.force
     )
     _err_line(f"wrote {path}: stenograph check {path}")
     return 0
