@@ -127,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write every event to FILE as it happens, one JSON per line",
     )
+    cmd.add_argument("--html", metavar="FILE", help="write a self-contained visual report to FILE")
     _replay_command(
         commands,
         "explain",
@@ -144,10 +145,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     cmd.set_defaults(run=_show)
     cmd = commands.add_parser("handlers", help="list available handlers and their settings")
+    cmd.add_argument("--json", action="store_true", help="print the handlers as JSON")
     cmd.set_defaults(run=_handlers)
     cmd = commands.add_parser("presets", help="list built-in presets")
+    cmd.add_argument("--json", action="store_true", help="print the presets as JSON")
     cmd.set_defaults(run=_presets)
     cmd = commands.add_parser("check", help="validate a preset and show every resolved setting")
+    cmd.add_argument("--json", action="store_true", help="print the resolved preset as JSON")
     cmd.add_argument("preset", help="built-in preset name or .toml file")
     cmd.set_defaults(run=_check)
     _editor_commands(commands)
@@ -263,11 +267,28 @@ def _replay(args: argparse.Namespace) -> int:
     if args.requests:
         with open(args.requests, "w", encoding="utf-8") as file:
             file.writelines(request_line(call.sent) + "\n" for call in report.ledger.calls)
+    if args.html:
+        _write_html(args.html, report)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
         _print_report(report)
     return _warn(report)
+
+
+def _write_html(path: str, report: ReplayReport) -> None:
+    from . import html_report
+
+    per_call = [
+        {"tokens_full": c.tokens_full, "tokens_sent": c.tokens_sent} for c in report.ledger.calls
+    ]
+    notes = None
+    if report.memory_file:
+        try:
+            notes = Path(report.memory_file).read_text("utf-8")
+        except OSError:
+            notes = None
+    html_report.write(path, report.to_json(), per_call, notes)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -416,24 +437,28 @@ def _first(omission: dict[str, Any]) -> str:
 def _cost_rows(table: Table, economics: dict[str, Any]) -> None:
     """Session cost lines: as recorded vs with the preset (simulated), the notes forks, the
     file's own."""
+    from .economics.prices import usd
+
     recorded = economics["as_recorded"]["totals"]["cost"]
     preset = economics["with_preset"]["totals"]["cost"]
     share = f" ({(recorded - preset) / recorded:.1%})" if recorded else ""
-    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", _usd(recorded))
-    table.add_row("cost with the preset", _usd(preset))
-    table.add_row("saving", _usd(recorded - preset) + share)
+    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", usd(recorded))
+    table.add_row("cost with the preset", usd(preset))
+    table.add_row("saving", usd(recorded - preset) + share)
     forks = economics["with_preset"]["forks"]
     if forks["calls"]:
         fork_cost = forks["totals"]["cost"]
-        table.add_row(f"notes forks ({len(forks['calls'])} calls)", _usd(fork_cost))
-        table.add_row("saving, forks included", _usd(recorded - preset - fork_cost))
+        table.add_row(f"notes forks ({len(forks['calls'])} calls)", usd(fork_cost))
+        table.add_row("saving, forks included", usd(recorded - preset - fork_cost))
     if economics["recorded_usage"]["calls"]:
         file_cost = economics["recorded_usage"]["totals"]["cost"]
-        table.add_row("cost of the recorded usage", _usd(file_cost))
+        table.add_row("cost of the recorded usage", usd(file_cost))
 
 
 def _print_cost_calls(economics: dict[str, Any]) -> None:
     """The calls whose simulated cost the preset changed."""
+    from .economics.prices import usd
+
     rows = []
     for before, after in zip(
         economics["as_recorded"]["calls"], economics["with_preset"]["calls"], strict=True
@@ -444,9 +469,9 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
                     before["index"],
                     f"{before['cache_read']:,} / {after['cache_read']:,}",
                     f"{before['cache_write']:,} / {after['cache_write']:,}",
-                    _usd(before["cost"]),
-                    _usd(after["cost"]),
-                    _usd(before["cost"] - after["cost"]),
+                    usd(before["cost"]),
+                    usd(after["cost"]),
+                    usd(before["cost"] - after["cost"]),
                 )
             )
     _print_rows(
@@ -454,10 +479,6 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
         ("call", "cache read", "cache write", "as recorded", "with preset", "saved"),
         rows,
     )
-
-
-def _usd(amount: float) -> str:
-    return f"-${-amount:,.4f}" if amount < 0 else f"${amount:,.4f}"
 
 
 def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
@@ -471,51 +492,88 @@ def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) 
     _out().print(table)
 
 
-def _handlers(_args: argparse.Namespace) -> int:
+def _handlers(args: argparse.Namespace) -> int:
     from pydantic.alias_generators import to_camel
 
     from .engine.discovery import HandlerCatalog
 
     catalog = HandlerCatalog()
-    status = 0
+    status, listed = 0, []
     for name in catalog.names():
         try:
             handler = catalog.get(name)
         except StenographError as exc:
-            _err().print(
-                f"[red]{_escape(name)}[/] ({_escape(catalog.origin(name))}): {_escape(str(exc))}"
-            )
+            listed.append({"name": name, "origin": catalog.origin(name), "error": str(exc)})
+            if not args.json:
+                _err().print(
+                    f"[red]{_escape(name)}[/] ({_escape(catalog.origin(name))}):"
+                    f" {_escape(str(exc))}"
+                )
             status = 1
             continue
-        where = f"{handler.phase or 'any phase'}, {catalog.origin(name)}"
-        _out().print(f"[bold]{_escape(name)}[/] ({_escape(where)}): {_escape(handler.summary)}")
-        table = _table(box=None, padding=(0, 2, 0, 2))
-        for column in ("setting", "type", "default", "description"):
-            table.add_column(column)
-        for field_name, info in handler.Settings.model_fields.items():
-            default = info.get_default(call_default_factory=True)
-            table.add_row(
-                to_camel(field_name),
-                _escape(_type_name(info.annotation)),
-                _escape(repr(default)),
-                _escape(info.description or ""),
-            )
-        _out().print(table)
+        settings = [
+            {
+                "name": to_camel(field_name),
+                "type": _type_name(info.annotation),
+                "default": info.get_default(call_default_factory=True),
+                "description": info.description or "",
+            }
+            for field_name, info in handler.Settings.model_fields.items()
+        ]
+        listed.append(
+            {
+                "name": name,
+                "phase": handler.phase,
+                "origin": catalog.origin(name),
+                "summary": handler.summary,
+                "settings": settings,
+            }
+        )
+        if not args.json:
+            _print_handler(listed[-1])
+    if args.json:
+        print(json.dumps(listed, indent=2, default=str))
     return status
+
+
+def _print_handler(handler: dict[str, Any]) -> None:
+    where = f"{handler['phase'] or 'any phase'}, {handler['origin']}"
+    _out().print(
+        f"[bold]{_escape(handler['name'])}[/] ({_escape(where)}): {_escape(handler['summary'])}"
+    )
+    table = _table(box=None, padding=(0, 2, 0, 2))
+    for column in ("setting", "type", "default", "description"):
+        table.add_column(column)
+    for setting in handler["settings"]:
+        table.add_row(
+            setting["name"],
+            _escape(setting["type"]),
+            _escape(repr(setting["default"])),
+            _escape(setting["description"]),
+        )
+    _out().print(table)
 
 
 def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-def _presets(_args: argparse.Namespace) -> int:
+def _presets(args: argparse.Namespace) -> int:
     from .engine.presets import builtin_names, load_preset
 
-    table = _table("preset", "handlers", "description")
+    presets = []
     for name in builtin_names():
         preset = load_preset(name)
-        handlers = ", ".join(s.handler for s in preset.slots)
-        table.add_row(_escape(name), _escape(handlers), _escape(preset.description))
+        handlers = [s.handler for s in preset.slots]
+        presets.append({"name": name, "description": preset.description, "handlers": handlers})
+    if args.json:
+        print(json.dumps(presets, indent=2))
+        return 0
+    table = _table("preset", "handlers", "description")
+    for p in presets:
+        table.add_row(
+            _escape(p["name"]), _escape(", ".join(p["handlers"])), _escape(p["description"])
+        )
     _out().print(table)
     return 0
 
@@ -525,8 +583,32 @@ def _check(args: argparse.Namespace) -> int:
 
     from .engine.engine import Engine
 
-    engine = Engine.from_preset(args.preset)
+    try:
+        engine = Engine.from_preset(args.preset)
+    except StenographError as exc:
+        if not args.json:
+            raise
+        print(json.dumps({"ok": False, "preset": args.preset, "error": str(exc)}, indent=2))
+        return 2
     preset = engine.preset
+    if args.json:
+        slots = [
+            {
+                "index": slot.index,
+                "handler": slot.name,
+                "settings": {
+                    to_camel(name): {
+                        "value": getattr(slot.settings.values, name),
+                        "set_by": slot.settings.origins[name],
+                    }
+                    for name in type(slot.settings.values).model_fields
+                },
+            }
+            for slot in engine.slots
+        ]
+        data = {"ok": True, "preset": preset.name, "files": list(preset.files)}
+        print(json.dumps({**data, "strict": preset.strict, "slots": slots}, indent=2, default=str))
+        return 0
     files = _escape(" -> ".join(preset.files))
     _out().print(f"[green]ok[/] preset [bold]{_escape(preset.name)}[/] ({files})")
     if preset.strict:
@@ -575,9 +657,7 @@ def _init(args: argparse.Namespace) -> int:
     else:
         handlers = [slot.handler for slot in load_preset("default").slots]
     path = Path(args.output or f"{name}.toml")
-    write_preset(
-        path, preset_text(name, handlers, HandlerCatalog()), args.force
-    )
+    write_preset(path, preset_text(name, handlers, HandlerCatalog()), args.force)
     _err_line(f"wrote {path}: stenograph check {path}")
     return 0
 

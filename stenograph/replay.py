@@ -214,8 +214,10 @@ def _call(
     session.wait_for_background()  # memorize figures counted in the background
     call = Call(now, model, full, sent)
     report.ledger.calls.append(call)
-    report.tokens_full += session.history.token_totals()[0]
-    report.tokens_sent += session.history.request_tokens()
+    call.tokens_full = session.history.token_totals()[0]
+    call.tokens_sent = session.history.request_tokens()
+    report.tokens_full += call.tokens_full
+    report.tokens_sent += call.tokens_sent
     for event in session.events[seen:]:
         if isinstance(event, CacheTtlDetected):
             report.cache_ttl = {

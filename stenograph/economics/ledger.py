@@ -24,6 +24,8 @@ class Call:
     sent: dict[str, Any]
     usage: dict[str, int] | None = None
     forks: list[Fork] = field(default_factory=list)
+    tokens_full: int = 0
+    tokens_sent: int = 0
 
 
 @dataclass

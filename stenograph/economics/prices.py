@@ -15,6 +15,11 @@ MODEL_KEYS = ("input", "output", "min_cacheable_tokens")
 MULTIPLIER_KEYS = ("cache_write_5m", "cache_write_1h", "cache_read")
 
 
+def usd(amount: float) -> str:
+    """US dollars to four decimals, the sign before the symbol: ``-$0.0213``."""
+    return f"-${-amount:,.4f}" if amount < 0 else f"${amount:,.4f}"
+
+
 class PriceError(StenographError):
     """A price file cannot be read or holds an unknown key or a bad value."""
 
