@@ -21,8 +21,10 @@ from .engine.events import (
     ExtractionStarted,
     HandlerFailed,
     HistoryEdited,
+    HistoryNotFollowed,
     HistoryTruncated,
     MemorizeSkipped,
+    NotesClientUnavailable,
     RequestViolation,
     StateReset,
     ThresholdDecision,
@@ -32,6 +34,7 @@ from .engine.extraction import ExtractionRequest
 from .engine.guard import check_pairing, check_request
 from .engine.handler import Handler
 from .engine.hookspecs import hookimpl
+from .engine.request import Request
 from .engine.session import Session
 from .engine.settings import HandlerSettings
 from .engine.sync import ConversationMismatch, Synced
@@ -56,15 +59,18 @@ __all__ = [
     "HandlerError",
     "HandlerFailed",
     "HistoryEdited",
+    "HistoryNotFollowed",
     "HistoryTruncated",
     "HandlerSettings",
     "ManualClock",
     "MemorizeSkipped",
+    "NotesClientUnavailable",
     "PluginError",
     "PostSamplingCall",
     "PreCallCall",
     "PresetError",
     "RequestError",
+    "Request",
     "RequestViolation",
     "Session",
     "Slot",

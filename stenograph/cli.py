@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=err)])
     try:
-        return args.run(args)
+        return int(args.run(args))
     except (StenographError, TranscriptError, OSError) as exc:
         err.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
         return 2
@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
 def _replay_command(
     commands: Any, name: str, help_text: str, preset: str, json_help: str, run: Any
 ) -> argparse.ArgumentParser:
-    cmd = commands.add_parser(name, help=help_text)
+    cmd: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
     cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
     cmd.add_argument("--preset", default=preset, help="built-in preset name or .toml file")
     cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")

@@ -7,6 +7,7 @@ import importlib
 import logging
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
+from typing import cast
 
 import pluggy
 
@@ -110,7 +111,7 @@ class HandlerCatalog:
             ) from exc
         _check_handler_class(obj, source.name, source.origin)
         log.debug("loaded handler %s from %s", source.name, source.origin)
-        return obj
+        return cast(type[Handler], obj)
 
     def _unknown(self, name: str, where: str) -> str:
         place = f" in {where}" if where else ""
