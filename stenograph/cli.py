@@ -60,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _verbosity(argv: list[str]) -> tuple[list[str], int]:
     """``-v``/``-vv``/``--verbose`` anywhere on the command line (before ``--``)."""
-    rest, verbose = [], 0
+    rest: list[str] = []
+    verbose = 0
     for n, arg in enumerate(argv):
         if arg == "--":
             return rest + argv[n:], verbose

@@ -43,7 +43,7 @@ FORMATS = {
 }
 
 
-def read_transcript(path: str | os.PathLike) -> Transcript:
+def read_transcript(path: str | os.PathLike[str]) -> Transcript:
     """Read a transcript file (the first conversation of a file holding several); bad
     lines are skipped and reported in ``warnings``.
 
@@ -52,7 +52,7 @@ def read_transcript(path: str | os.PathLike) -> Transcript:
     return read_transcripts(path)[0]
 
 
-def read_transcripts(path: str | os.PathLike, record: int | None = None) -> list[Transcript]:
+def read_transcripts(path: str | os.PathLike[str], record: int | None = None) -> list[Transcript]:
     """Every conversation of a transcript file (``record``: only that one, counted from 1),
     as Messages-API messages; what is not replayed is counted in ``omitted``."""
     path = Path(path)
@@ -76,7 +76,7 @@ def read_transcripts(path: str | os.PathLike, record: int | None = None) -> list
     ]
 
 
-def _requests(messages: list[dict], log: Log) -> list[dict]:
+def _requests(messages: list[dict[str, Any]], log: Log) -> list[dict[str, Any]]:
     """Messages made into requests the API accepts (see ``api_rules``)."""
     return user_first(repair_tool_pairing(follow_api_rules(messages, log), log), log)
 
@@ -89,7 +89,7 @@ def _read_text(path: Path) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def _parse(text: str, log: Log) -> tuple[str, list[list[dict]]]:
+def _parse(text: str, log: Log) -> tuple[str, list[list[dict[str, Any]]]]:
     """Detect the format of `text` and convert it into one or more conversations."""
     if not text.strip():
         log.warn("the file is empty: nothing to replay")
@@ -104,7 +104,7 @@ def _parse(text: str, log: Log) -> tuple[str, list[list[dict]]]:
     return kind, [messages]
 
 
-def _parse_rows(rows: list[tuple[int, Any]], log: Log) -> tuple[str, list[list[dict]]]:
+def _parse_rows(rows: list[tuple[int, Any]], log: Log) -> tuple[str, list[list[dict[str, Any]]]]:
     """A JSON Lines file: Claude Code records, or OpenHands evaluation output records."""
     if any(looks_like_record(value) for _, value in rows):
         return CLAUDE_CODE, [parse_claude_code(rows, log)]
@@ -117,7 +117,7 @@ def _parse_rows(rows: list[tuple[int, Any]], log: Log) -> tuple[str, list[list[d
     return OPENHANDS, [parse_openhands(value["history"], log) for _, value in records]
 
 
-def _parse_value(value: Any, log: Log) -> tuple[str, list[dict]]:
+def _parse_value(value: Any, log: Log) -> tuple[str, list[dict[str, Any]]]:
     """A file holding one JSON value."""
     if looks_like_openhands_events(value):
         return OPENHANDS, parse_openhands(value, log)

@@ -28,9 +28,9 @@ def looks_like_swe_agent(value: Any) -> bool:
     )
 
 
-def parse_openhands(events: list, log: Log) -> list[dict]:
+def parse_openhands(events: list[Any], log: Log) -> list[dict[str, Any]]:
     """Agent actions become assistant messages, observations user tool_results or text."""
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     responses: set[str] = set()
     for index, event in enumerate(events):
         if not _is_event(event):
@@ -44,7 +44,7 @@ def parse_openhands(events: list, log: Log) -> list[dict]:
     return messages
 
 
-def parse_swe_agent(value: dict, log: Log) -> list[dict]:
+def parse_swe_agent(value: dict[str, Any], log: Log) -> list[dict[str, Any]]:
     """Messages from ``history`` (OpenAI-style chat), else from the ``trajectory`` steps."""
     history = as_list(value.get("history"))
     if history:
@@ -65,7 +65,7 @@ def _is_event(value: Any) -> bool:
     )
 
 
-def _openhands_message(event: dict, responses: set[str]) -> dict | None:
+def _openhands_message(event: dict[str, Any], responses: set[str]) -> dict[str, Any] | None:
     """The message an event contributes, or None (state changes, system prompt, ...)."""
     metadata = as_dict(event.get("tool_call_metadata"))
     text = event.get("content") or event.get("message")
@@ -86,7 +86,9 @@ def _openhands_message(event: dict, responses: set[str]) -> dict | None:
     return None
 
 
-def _openhands_response(event: dict, metadata: dict, responses: set[str]) -> dict | None:
+def _openhands_response(
+    event: dict[str, Any], metadata: dict[str, Any], responses: set[str]
+) -> dict[str, Any] | None:
     """The assistant message of a model response, once per response id."""
     response = as_dict(metadata.get("model_response"))
     response_id = response.get("id")
@@ -105,12 +107,12 @@ def _openhands_response(event: dict, metadata: dict, responses: set[str]) -> dic
     return assistant
 
 
-def _call_from_metadata(event: dict, metadata: dict) -> dict:
+def _call_from_metadata(event: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
     function = {"name": metadata.get("function_name"), "arguments": event.get("args", {})}
     return {"id": metadata.get("tool_call_id"), "function": function}
 
 
-def _swe_history(history: list, log: Log) -> list[dict]:
+def _swe_history(history: list[Any], log: Log) -> list[dict[str, Any]]:
     messages = []
     for index, item in enumerate(history):
         item = as_dict(item)
@@ -128,7 +130,7 @@ def _swe_history(history: list, log: Log) -> list[dict]:
     return messages
 
 
-def _tool_results(item: dict) -> dict:
+def _tool_results(item: dict[str, Any]) -> dict[str, Any]:
     """A user message answering the tool call ids of a ``tool`` message."""
     ids = as_list(item.get("tool_call_ids")) or [item.get("tool_call_id")]
     content = _text(item.get("content"))
@@ -140,15 +142,15 @@ def _tool_results(item: dict) -> dict:
     return {"role": "user", "content": results or content}
 
 
-def _assistant(content: Any, tool_calls: Any) -> dict:
+def _assistant(content: Any, tool_calls: Any) -> dict[str, Any]:
     """An assistant message from OpenAI-style ``content`` and ``tool_calls``."""
     text = _text(content)
-    blocks: list[dict] = [{"type": "text", "text": text}] if text else []
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     blocks += [block for call in as_list(tool_calls) if (block := _tool_use(call))]
     return {"role": "assistant", "content": blocks}
 
 
-def _tool_use(call: Any) -> dict | None:
+def _tool_use(call: Any) -> dict[str, Any] | None:
     """A tool_use block from an OpenAI tool call; unparsable arguments are kept as a string."""
     call = as_dict(call)
     function = as_dict(call.get("function"))
@@ -171,11 +173,11 @@ def _text(content: Any) -> str:
     return "\n".join(part for part in parts if isinstance(part, str))
 
 
-def _text_message(role: str, text: str) -> dict:
+def _text_message(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
-def _openai_usage(raw: Any) -> dict | None:
+def _openai_usage(raw: Any) -> dict[str, Any] | None:
     """Anthropic usage from OpenAI/LiteLLM counters (prompt tokens include cached ones)."""
     raw = as_dict(raw)
     prompt, output = raw.get("prompt_tokens"), raw.get("completion_tokens")
