@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Required, TypedDict
+from typing import TYPE_CHECKING, Required, TypedDict
 
-from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
+if TYPE_CHECKING:  # the SDK is not loaded for this module at run time
+    from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 
 
 class Request(TypedDict, total=False):

@@ -290,7 +290,7 @@ class Session:
             entry.sent_content = sent
             self.history.refresh(entry)
 
-    def run_in_background(self, name: str, work: Callable[[], None]) -> None:
+    def run_in_background(self, name: str, work: Callable[[], object]) -> None:
         """Run ``work`` on this session's background worker ``name`` (jobs of one name run
         one after the other); ``wait_for_background`` waits for them."""
         worker = self._background.get(name)
