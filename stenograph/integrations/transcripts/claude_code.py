@@ -420,7 +420,7 @@ def _message(record: _Record) -> dict[str, Any]:
     return message
 
 
-def _read(document: Document, log: Log) -> list[list[dict]] | None:
+def _read(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     """One conversation, when the file is one record or JSON Lines holding records."""
     value = document.value
     if not (value is NOT_JSON or looks_like_record(value)):

@@ -76,7 +76,7 @@ def iso_timestamp(value: Any) -> str | None:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def _read(document: Document, log: Log) -> list[list[dict]] | None:
+def _read(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     if not looks_like_messages(document.value):
         return None
     return [parse_messages_json(document.value, log)]

@@ -196,7 +196,7 @@ def _openai_usage(raw: Any) -> dict[str, Any] | None:
     }
 
 
-def _read_openhands(document: Document, log: Log) -> list[list[dict]] | None:
+def _read_openhands(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     """An event list or one evaluation record (JSON), or records one per line: each a
     conversation."""
     value = document.value
@@ -215,7 +215,7 @@ def _read_openhands(document: Document, log: Log) -> list[list[dict]] | None:
     return [parse_openhands(record["history"], log) for record in records]
 
 
-def _read_swe_agent(document: Document, log: Log) -> list[list[dict]] | None:
+def _read_swe_agent(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     if not looks_like_swe_agent(document.value):
         return None
     return [parse_swe_agent(document.value, log)]
