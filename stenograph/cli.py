@@ -499,7 +499,8 @@ def _handlers(args: argparse.Namespace) -> int:
     from .engine.discovery import HandlerCatalog
 
     catalog = HandlerCatalog()
-    status, listed = 0, []
+    status = 0
+    listed: list[dict[str, Any]] = []
     for name in catalog.names():
         try:
             handler = catalog.get(name)
@@ -562,7 +563,7 @@ def _type_name(annotation: Any) -> str:
 def _presets(args: argparse.Namespace) -> int:
     from .engine.presets import builtin_names, load_preset
 
-    presets = []
+    presets: list[dict[str, Any]] = []
     for name in builtin_names():
         preset = load_preset(name)
         handlers = [s.handler for s in preset.slots]
