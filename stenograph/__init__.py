@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .engine.hookspecs import hookimpl
     from .engine.session import Session
     from .engine.settings import HandlerSettings
+    from .engine.state import HandlerState, StateKey
     from .engine.sync import ConversationMismatch, Synced
 
 __version__ = "0.1.0"
@@ -64,6 +65,7 @@ _EXPORTS = {
     "HandlerError": ".engine.errors",
     "HandlerFailed": ".engine.events",
     "HandlerSettings": ".engine.settings",
+    "HandlerState": ".engine.state",
     "HistoryEdited": ".engine.events",
     "HistoryTruncated": ".engine.events",
     "ManualClock": ".engine.clock",
@@ -76,6 +78,7 @@ _EXPORTS = {
     "RequestViolation": ".engine.events",
     "Session": ".engine.session",
     "Slot": ".engine.engine",
+    "StateKey": ".engine.state",
     "StateReset": ".engine.events",
     "StenographError": ".engine.errors",
     "Synced": ".engine.sync",
@@ -106,6 +109,7 @@ __all__ = [
     "HistoryEdited",
     "HistoryTruncated",
     "HandlerSettings",
+    "HandlerState",
     "ManualClock",
     "MemorizeSkipped",
     "PluginError",
@@ -116,6 +120,7 @@ __all__ = [
     "RequestViolation",
     "Session",
     "Slot",
+    "StateKey",
     "StateReset",
     "StenographError",
     "Synced",
