@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic
+
+from typing_extensions import TypeVar
 
 from .settings import HandlerSettings
 from .state import HandlerState
 
-S = TypeVar("S", bound=HandlerSettings)
+S = TypeVar("S", bound=HandlerSettings, default=HandlerSettings)  # bare Handler: any settings
 
 
 class NoSettings(HandlerSettings):

@@ -8,7 +8,7 @@ the threshold follows the TTL the session uses (5 minutes or 1 hour).
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, field_validator
 
@@ -72,6 +72,10 @@ class InactivityMemorizeState(HandlerState):
 
     cache_ttl: Literal["5m", "1h"] | None = None
     cache_ttl_source: Literal["request", "usage"] | None = None
+
+    def detected(self, ttl: str, source: str) -> None:
+        """Keep a detected TTL (validated: "5m" or "1h", from the "request" or "usage")."""
+        self.cache_ttl, self.cache_ttl_source = cast(Any, ttl), cast(Any, source)
 
 
 class InactivityMemorize(Handler[InactivityMemorizeSettings]):
@@ -159,7 +163,7 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
             return setting
         found = observed_ttl(call)
         if found is not None and found[0] != state.cache_ttl:
-            state.cache_ttl, state.cache_ttl_source = found
+            state.detected(*found)
             seconds = TTL_SECONDS[found[0]]
             log.info("prompt-cache TTL %s (from the %s): threshold %.0fs", *found, seconds)
             call.emit(CacheTtlDetected, ttl=found[0], source=found[1], threshold_seconds=seconds)
