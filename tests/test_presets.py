@@ -288,7 +288,8 @@ def test_the_nearest_file_of_an_extends_chain_wins_in_any_spelling(
 ):
     """gp.toml < p2.toml (extends gp) < c2.toml (extends p2), each setting keepRecent in
     either spelling: the child's value wins, and check names the child as its layer."""
-    monkeypatch.setattr(cli, "out", Console(width=300, highlight=False))
+    wide = Console(width=300, highlight=False)
+    monkeypatch.setattr(cli, "_out", lambda: wide)
     for n, (name, parent) in enumerate((("gp", None), ("p2", "gp"), ("c2", "p2"))):
         extends = f'extends = "{parent}.toml"\n' if parent else ""
         (tmp_path / f"{name}.toml").write_text(
