@@ -44,7 +44,8 @@ def test_check_json_gives_every_value_and_its_layer(tmp_path):
     assert data["ok"] is True and data["preset"] == "mine" and len(data["files"]) == 2
     memorize = data["slots"][0]
     assert memorize["handler"] == "inactivity-memorize"
-    assert memorize["settings"]["keepRecent"] == {"value": 2, "set_by": f"preset {path}"}
+    keep = memorize["settings"]["keepRecent"]
+    assert keep["value"] == 2 and keep["set_by"].startswith(f"preset {path}")
     assert memorize["settings"]["inactivityThresholdSeconds"]["value"] == "auto"
 
 
