@@ -76,6 +76,7 @@ def _replay_command(
     cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
     cmd.add_argument("--preset", default=preset, help="built-in preset name or .toml file")
     cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
+    cmd.add_argument("--store", metavar="URL", help="session store URL (beats --state-dir)")
     cmd.add_argument("--json", action="store_true", help=json_help)
     cmd.add_argument("--prices", help="price table file (TOML) updating the built-in prices")
     cmd.set_defaults(run=run)
@@ -83,7 +84,9 @@ def _replay_command(
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
     if args.json or not err.is_terminal:
-        return replay(args.transcript, args.preset, args.state_dir, prices=args.prices)
+        return replay(
+            args.transcript, args.preset, args.state_dir, prices=args.prices, store=args.store
+        )
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("replay", total=None)
@@ -93,6 +96,7 @@ def _run_replay(args: argparse.Namespace) -> ReplayReport:
             args.state_dir,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
             prices=args.prices,
+            store=args.store,
         )
 
 

@@ -23,6 +23,7 @@ from .engine.events import (
 )
 from .engine.session import Session
 from .integrations.transcripts import Transcript, read_transcript
+from .stores import Store, open_store
 
 REPLAY_SYSTEM = "You are a coding agent. (System prompt not recorded in the transcript.)"
 Progress = Callable[[int, int], None]
@@ -73,24 +74,31 @@ def replay(
     overrides: dict[Any, dict[str, Any]] | None = None,
     progress: Progress | None = None,
     prices: str | Path | None = None,
+    store: str | Store | None = None,
 ) -> ReplayReport:
     """Replay ``path``: for each assistant message, append the inputs before it, run
     pre-call at the input's time, then post-sampling with the message as the response.
     The session folder ``<state_dir>/replay-<name>`` is started afresh; the calls are
-    priced with the price table (built in, updated by the file ``prices``)."""
+    priced with the price table (built in, updated by the file ``prices``). ``store`` (a
+    store URL) keeps the session there instead of under ``state_dir``."""
     table = load_prices(prices)
     transcript = read_transcript(path)
     engine = Engine.from_preset(preset, overrides)
     session_id = session_id_for(Path(path))
-    if state_dir is not None:
+    if store is not None:
+        store = open_store(store)
+        store.delete(session_id)
+    elif state_dir is not None:
         shutil.rmtree(Path(state_dir) / session_id, ignore_errors=True)
     clock = ManualClock(_first_time(transcript))
-    session = engine.open_session(session_id, state_dir=state_dir, clock=clock)
+    session = engine.open_session(session_id, state_dir=state_dir, clock=clock, store=store)
     report = ReplayReport(
         transcript=str(path),
         format=transcript.format,
         preset=engine.preset.name,
-        session_folder=str(session.folder) if session.folder else None,
+        session_folder=str(session.folder)
+        if session.folder
+        else (f"{session.store.url} {session_id}" if session.store else None),
         skipped_lines=transcript.skipped_lines,
         warnings=list(transcript.warnings),
     )
