@@ -8,8 +8,9 @@ from .engine.clock import ManualClock
 from .engine.context import PostSamplingCall, PreCallCall
 from .engine.engine import Engine, Slot
 from .engine.entries import Entry, EntryError
-from .engine.errors import HandlerError, PairingError, PluginError, PresetError, StenographError
+from .engine.errors import HandlerError, PluginError, PresetError, RequestError, StenographError
 from .engine.events import (
+    CacheTtlDetected,
     Compacted,
     CompactionSkipped,
     Custom,
@@ -22,22 +23,25 @@ from .engine.events import (
     HistoryEdited,
     HistoryTruncated,
     MemorizeSkipped,
-    PairingViolation,
+    RequestViolation,
     StateReset,
     ThresholdDecision,
     ToolCallRefused,
 )
 from .engine.extraction import ExtractionRequest
+from .engine.guard import check_pairing, check_request
 from .engine.handler import Handler
 from .engine.hookspecs import hookimpl
-from .engine.rendering import check_pairing
 from .engine.session import Session
 from .engine.settings import HandlerSettings
+from .engine.sync import ConversationMismatch, Synced
 
 __version__ = "0.1.0"
 __all__ = [
+    "CacheTtlDetected",
     "Compacted",
     "CompactionSkipped",
+    "ConversationMismatch",
     "Custom",
     "Engine",
     "EntriesMemorized",
@@ -56,18 +60,20 @@ __all__ = [
     "HandlerSettings",
     "ManualClock",
     "MemorizeSkipped",
-    "PairingError",
-    "PairingViolation",
     "PluginError",
     "PostSamplingCall",
     "PreCallCall",
     "PresetError",
+    "RequestError",
+    "RequestViolation",
     "Session",
     "Slot",
     "StateReset",
     "StenographError",
+    "Synced",
     "ThresholdDecision",
     "ToolCallRefused",
     "check_pairing",
+    "check_request",
     "hookimpl",
 ]

@@ -4,6 +4,7 @@ presets, check preset files."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import sys
@@ -21,7 +22,7 @@ from .engine.engine import Engine
 from .engine.errors import StenographError
 from .engine.presets import builtin_names, load_preset
 from .integrations.transcripts import TranscriptError
-from .replay import ReplayReport, replay
+from .replay import ReplayReport, replay, request_line
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -43,13 +44,16 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stenograph", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    _replay_command(
+    cmd = _replay_command(
         commands,
         "replay",
         "replay a recorded conversation through a preset",
         "default",
         "print the report as one JSON object",
         _replay,
+    )
+    cmd.add_argument(
+        "--requests", metavar="FILE", help="write every rendered request to FILE, one JSON per line"
     )
     _replay_command(
         commands,
@@ -59,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         "print the decisions as JSON",
         _explain,
     )
+    cmd = commands.add_parser("show", help="print the request sent at one model call")
+    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
+    cmd.add_argument("--call", type=int, required=True, metavar="N", help="call index, from 0")
+    cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
+    cmd.add_argument(
+        "--diff", action="store_true", help="what the preset changed against the full history"
+    )
+    cmd.set_defaults(run=_show)
     cmd = commands.add_parser("handlers", help="list available handlers and their settings")
     cmd.set_defaults(run=_handlers)
     cmd = commands.add_parser("presets", help="list built-in presets")
@@ -71,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _replay_command(
     commands: Any, name: str, help_text: str, preset: str, json_help: str, run: Any
-) -> None:
+) -> argparse.ArgumentParser:
     cmd = commands.add_parser(name, help=help_text)
     cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
     cmd.add_argument("--preset", default=preset, help="built-in preset name or .toml file")
@@ -80,6 +92,7 @@ def _replay_command(
     cmd.add_argument("--json", action="store_true", help=json_help)
     cmd.add_argument("--prices", help="price table file (TOML) updating the built-in prices")
     cmd.set_defaults(run=run)
+    return cmd
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
@@ -128,11 +141,38 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     report = _run_replay(args)
+    if args.requests:
+        with open(args.requests, "w", encoding="utf-8") as file:
+            file.writelines(request_line(call.sent) + "\n" for call in report.ledger.calls)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
         _print_report(report)
     return _warn_skipped(report)
+
+
+def _show(args: argparse.Namespace) -> int:
+    report = replay(args.transcript, args.preset, state_dir=None)
+    calls = report.ledger.calls
+    if not 0 <= args.call < len(calls):
+        last = f"0 to {len(calls) - 1}" if calls else "none"
+        raise StenographError(
+            f"{args.transcript}: no call {args.call}; it has {len(calls)} model calls ({last})"
+        )
+    call = calls[args.call]
+    if not args.diff:
+        print(request_line(call.sent))
+        return 0
+    full, sent = (
+        json.dumps(r, indent=1, ensure_ascii=False, sort_keys=True).splitlines()
+        for r in (call.full, call.sent)
+    )
+    label = f"call {args.call}"
+    diff = difflib.unified_diff(
+        full, sent, f"{label}, full history", f"{label}, as sent", lineterm=""
+    )
+    print("\n".join(diff) or f"{label}: sent as the full history (no change)")
+    return 0
 
 
 def _warn_skipped(report: ReplayReport) -> int:
@@ -163,9 +203,14 @@ def _print_report(report: ReplayReport) -> None:
     notes = f"{report.memory_file} ({report.notes_backend})" if report.memory_file else "-"
     table.add_row("memory file", notes)
     table.add_row("handler errors", f"{len(report.handler_errors):,}")
+    table.add_row("requests the API would reject", f"{len(report.request_violations):,}")
     table.add_row("session state", report.session_folder or "(in memory)")
     if report.skipped_lines:
         table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")
+    if report.cache_ttl:
+        ttl = report.cache_ttl
+        where = f"from the {ttl['source']}, call {ttl['before_assistant_index']}"
+        table.add_row("prompt-cache TTL detected", f"{ttl['ttl']} ({where})")
     if report.economics:
         _cost_rows(table, report.economics)
     out.print(table)
@@ -216,16 +261,22 @@ def _print_report(report: ReplayReport) -> None:
 
 
 def _cost_rows(table: Table, economics: dict[str, Any]) -> None:
-    """Session cost lines: as recorded vs with the preset (simulated), the file's own."""
+    """Session cost lines: as recorded vs with the preset (simulated), the notes forks, the
+    file's own."""
     recorded = economics["as_recorded"]["totals"]["cost"]
     preset = economics["with_preset"]["totals"]["cost"]
     share = f" ({(recorded - preset) / recorded:.1%})" if recorded else ""
-    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", f"${recorded:,.4f}")
-    table.add_row("cost with the preset", f"${preset:,.4f}")
-    table.add_row("saving", f"${recorded - preset:,.4f}{share}")
+    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", _usd(recorded))
+    table.add_row("cost with the preset", _usd(preset))
+    table.add_row("saving", _usd(recorded - preset) + share)
+    forks = economics["with_preset"]["forks"]
+    if forks["calls"]:
+        fork_cost = forks["totals"]["cost"]
+        table.add_row(f"notes forks ({len(forks['calls'])} calls)", _usd(fork_cost))
+        table.add_row("saving, forks included", _usd(recorded - preset - fork_cost))
     if economics["recorded_usage"]["calls"]:
         file_cost = economics["recorded_usage"]["totals"]["cost"]
-        table.add_row("cost of the recorded usage", f"${file_cost:,.4f}")
+        table.add_row("cost of the recorded usage", _usd(file_cost))
 
 
 def _print_cost_calls(economics: dict[str, Any]) -> None:
@@ -240,9 +291,9 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
                     before["index"],
                     f"{before['cache_read']:,} / {after['cache_read']:,}",
                     f"{before['cache_write']:,} / {after['cache_write']:,}",
-                    f"${before['cost']:.4f}",
-                    f"${after['cost']:.4f}",
-                    f"${before['cost'] - after['cost']:+.4f}".replace("+", ""),
+                    _usd(before["cost"]),
+                    _usd(after["cost"]),
+                    _usd(before["cost"] - after["cost"]),
                 )
             )
     _print_rows(
@@ -250,6 +301,10 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
         ("call", "cache read", "cache write", "as recorded", "with preset", "saved"),
         rows,
     )
+
+
+def _usd(amount: float) -> str:
+    return f"-${-amount:,.4f}" if amount < 0 else f"${amount:,.4f}"
 
 
 def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:

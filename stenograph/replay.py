@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .economics.ledger import Call, Ledger
+from .economics.ledger import Call, Fork, Ledger
 from .economics.prices import load_prices
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
 from .engine.events import (
+    CacheTtlDetected,
     Compacted,
     EntriesMemorized,
     ExtractionFailed,
     ExtractionFinished,
     HandlerFailed,
+    RequestViolation,
     ThresholdDecision,
 )
 from .engine.session import Session
+from .engine.tokens import content_tokens
 from .integrations.transcripts import Transcript, read_transcript
 from .stores import Store, open_store
 
 REPLAY_SYSTEM = "You are a coding agent. (System prompt not recorded in the transcript.)"
+FORK_PROMPT = (resources.files("stenograph.handlers.forked_extraction") / "prompt.md").read_text(
+    "utf-8"
+)
 Progress = Callable[[int, int], None]
 
 
@@ -48,9 +56,10 @@ class ReplayReport:
     notes_backend: str | None = None
     handler_errors: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-    pairing_violations: int = 0
+    request_violations: list[dict[str, Any]] = field(default_factory=list)
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
+    cache_ttl: dict[str, Any] | None = None
     economics: dict[str, Any] | None = None
     ledger: Ledger = field(default_factory=Ledger, repr=False)
 
@@ -60,6 +69,11 @@ class ReplayReport:
         if not decisions:
             del data["decisions"]
         return data
+
+
+def request_line(request: dict[str, Any]) -> str:
+    """A rendered request as one line of JSON (``replay --requests``, ``show``)."""
+    return json.dumps(request, ensure_ascii=False)
 
 
 def session_id_for(path: Path) -> str:
@@ -154,15 +168,26 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
     full["messages"] = report.ledger.full_messages(session.history.entries)
     now = session.clock()
     sent = session.pre_call(model=model, system=REPLAY_SYSTEM)
+    session.wait_for_background()  # memorize figures counted in the background
     call = Call(now, model, full, sent)
     report.ledger.calls.append(call)
     report.tokens_full += session.history.token_totals()[0]
     report.tokens_sent += session.history.request_tokens()
     for event in session.events[seen:]:
+        if isinstance(event, CacheTtlDetected):
+            report.cache_ttl = {
+                "ttl": event.ttl,
+                "source": event.source,
+                "before_assistant_index": index,
+            }
         if isinstance(event, Compacted):
             keys = ("tokens_before", "tokens_after", "kept_messages")
             report.compactions.append(
                 {"before_assistant_index": index, **{k: getattr(event, k) for k in keys}}
+            )
+        if isinstance(event, RequestViolation):
+            report.request_violations.append(
+                {"before_assistant_index": index, "problems": list(event.problems)}
             )
         if isinstance(event, EntriesMemorized):
             report.memorize_events.append(
@@ -186,9 +211,28 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
                 report.extractions.append({**{k: decision[k] for k in keys}, "status": status})
         elif isinstance(event, ExtractionFinished):
             report.memory_file, report.notes_backend = event.path, event.backend
+            call.forks.append(_fork(call, message, event))
         elif isinstance(event, ExtractionFailed) and report.extractions:
             report.extractions[-1]["status"] = f"failed: {event.error}"
     report.calls += 1
+
+
+def _fork(call: Call, response: dict[str, Any], event: ExtractionFinished) -> Fork:
+    """The notes fork's call as the anthropic backend would make it: the main request, the
+    response, then the prompt with the notes; its output as reported, or (offline) the
+    notes as written, what the rewrite mode would output."""
+    try:
+        notes = Path(event.path).read_text("utf-8")
+    except OSError:
+        notes = ""
+    messages = [
+        *call.sent["messages"],
+        {"role": "assistant", "content": response["content"]},
+        {"role": "user", "content": FORK_PROMPT + notes},
+    ]
+    request = {**call.sent, "messages": messages}
+    output = event.output_tokens or content_tokens(notes)
+    return Fork(event.time, call.model, request, output)
 
 
 def _decision(event: ThresholdDecision) -> dict[str, Any]:
@@ -208,5 +252,3 @@ def _summarise(session: Session, report: ReplayReport) -> None:
                     "error": event.error,
                 }
             )
-        elif event.kind == "PairingViolation":
-            report.pairing_violations += 1

@@ -86,7 +86,7 @@ def version_of(text: str) -> int | None:
 
 def notes_worker(path: Path) -> None:
     """Replace the file with the next version, over and over, until killed."""
-    memory = MemoryFile(path, TEMPLATE)
+    memory = MemoryFile(path, TEMPLATE, max_chars=1_000_000)  # versions up to 300 KB
     say(f"pid {os.getpid()}")
     text = memory.read()
     current = version_of(text)
@@ -165,7 +165,7 @@ def with_line(text: str, line: str) -> str:
 
 def cas_client(path: Path, name: str) -> None:
     """Serve ``read`` / ``replace LINE`` / ``append COUNT`` commands from stdin."""
-    memory = MemoryFile(path, TEMPLATE)
+    memory = MemoryFile(path, TEMPLATE, max_chars=1_000_000)  # versions up to 300 KB
     seen = ""
     say("ready")
     for command in sys.stdin:

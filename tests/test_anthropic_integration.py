@@ -243,24 +243,21 @@ def test_resume_after_restart(tmp_path, messages_server, anthropic_client):
     assert reply.content[0].text == "Welcome back." and len(resumed.history) == len(messages) + 1
 
 
-def test_messages_that_do_not_continue_the_session_are_refused(
-    tmp_path, messages_server, anthropic_client
-):
+def test_a_list_that_parts_from_the_session_rewinds_it(tmp_path, messages_server, anthropic_client):
     session = open_session(tmp_path)
     client = wrap(anthropic_client, session)
-    messages_server.script(Reply.text("a"))
+    messages_server.script(Reply.text("a"), Reply.text("b"))
     client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}])
-    with pytest.raises(ValueError, match="already holds 2"):
-        client.messages.create(
-            model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
-        )
-    with pytest.raises(ValueError, match="does not continue"):
-        client.messages.create(
-            model="m",
-            max_tokens=10,
-            messages=[{"role": "user", "content": "x"}, {"role": "user", "content": "y"}],
-        )
     assert len(session.history) == 2
+    client.messages.create(
+        model="m",
+        max_tokens=10,
+        messages=[{"role": "user", "content": "x"}, {"role": "user", "content": "y"}],
+    )
+    assert [e.content for e in session.history][:2] == ["x", "y"]
+    assert messages_server.requests[-1].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}]}
+    ]
     assert (
         client.messages.count_tokens(
             model="m", messages=[{"role": "user", "content": "x"}]

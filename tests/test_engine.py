@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stenograph
-from stenograph.engine.rendering import merge_run, message_ids
+from stenograph.engine.guard import message_ids
+from stenograph.engine.rendering import merge_run
 
 CALLS: list[str] = []
 
@@ -150,11 +151,11 @@ def test_pairing_guard_flags_an_unanswered_tool_call(tmp_path):
         session.append(message)
         session.append({"role": "user", "content": "never mind"})
         if raises:
-            with pytest.raises(stenograph.PairingError, match="has no tool_result"):
+            with pytest.raises(stenograph.RequestError, match="has no tool_result"):
                 session.pre_call(model="m")
         else:
             session.pre_call(model="m")
-            assert isinstance(session.events[-1], stenograph.PairingViolation)
+            assert isinstance(session.events[-1], stenograph.RequestViolation)
 
 
 def test_check_pairing_on_hand_built_requests():

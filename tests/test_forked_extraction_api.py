@@ -54,11 +54,17 @@ def is_fork(request) -> bool:
     )
 
 
+def last_text(body: dict) -> str:
+    """The text of the request's last message (the fork's prompt after any tool results)."""
+    content = body["messages"][-1]["content"]
+    return content if isinstance(content, str) else content[-1]["text"]
+
+
 def notes_path(request) -> str:
     messages = request.body["messages"]
     prompt = next(m for m in messages if m["role"] == "user" and PROMPT_MARK in json.dumps(m))
     content = prompt["content"]
-    text = content if isinstance(content, str) else content[0]["text"]
+    text = content if isinstance(content, str) else content[-1]["text"]
     return re.search(r'<notes path="([^"]+)">', text).group(1)
 
 
@@ -172,8 +178,9 @@ def test_fork_shares_the_main_prefix_and_the_gate_holds(
     last = dict(shared[-1])
     assert last["content"][-1].pop("cache_control") == {"type": "ephemeral"}
     assert last == host.session.history.messages()[-1]
-    prompt = body["messages"][-1]["content"]
-    assert str(host.notes) in prompt and "# Worklog" in prompt
+    *answers, prompt = body["messages"][-1]["content"]  # the open Read call answered first
+    assert [a["tool_use_id"] for a in answers] == [response.content[-1].id]
+    assert str(host.notes) in prompt["text"] and "# Worklog" in prompt["text"]
     results = second.body["messages"][-1]["content"]
     refusal = f"only editing {host.notes} is allowed"
     assert [r.get("is_error", False) for r in results] == [True, True, True, True, False]
@@ -218,14 +225,14 @@ def test_claude_code_edit_tool_is_used_when_the_host_has_it(
     finally:
         TOOLS = saved
     assert "- read parser" in host.notes.read_text()
-    assert "the Edit tool (file_path" in host.fork_requests()[0].body["messages"][-1]["content"]
+    assert "the Edit tool (file_path" in last_text(host.fork_requests()[0].body)
 
 
 def test_without_an_edit_tool_the_fork_rewrites_in_a_fence(
     tmp_path, messages_server, anthropic_client
 ):
     def fork(request):
-        notes = request.body["messages"][-1]["content"]
+        notes = last_text(request.body)
         current = re.search(r'<notes path="[^"]+">\n(.*)\n</notes>', notes, re.S).group(1)
         new = current.replace("# Learnings\n", "# Learnings\n- fences work\n")
         return Reply.text(f"Here:\n```markdown\n{new}\n```")
@@ -239,7 +246,7 @@ def test_without_an_edit_tool_the_fork_rewrites_in_a_fence(
         TOOLS = saved
     fork_request = host.fork_requests()[0].body
     assert fork_request["tools"] == [READ]
-    assert "fenced block" in fork_request["messages"][-1]["content"]
+    assert "fenced block" in last_text(fork_request)
     assert "- fences work" in host.notes.read_text()
 
 

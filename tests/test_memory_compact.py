@@ -96,10 +96,11 @@ def test_compacted_requests_on_real_sessions(tmp_path, path):
     previous = None
     for i, (request, _events) in enumerate(calls):
         messages = request["messages"]
-        assert stenograph.check_pairing(messages) == []
+        assert stenograph.check_request(messages) == []
         if session.history.preamble and i >= (compacted[0] if compacted else len(calls)):
             assert (
-                "<session-notes>" in messages[0]["content"] and notes_path in messages[0]["content"]
+                "<session-notes>" in str(messages[0]["content"])
+                and notes_path in str(messages[0]["content"])
             )
         if previous is not None and i not in compacted:
             assert json.dumps(messages[: len(previous)]) == json.dumps(previous)
@@ -175,8 +176,9 @@ def test_compaction_on_a_hand_built_history(tmp_path):
     request, events = fixture.call()
     event = next(e for e in events if isinstance(e, Compacted))
     messages = request["messages"]
-    assert "- refactoring parser.py" in messages[0]["content"]
-    assert messages[1] == {"role": "user", "content": "Go on."}
+    notes, kept = messages[0]["content"]  # the notes and the kept prompt, one user message
+    assert "- refactoring parser.py" in notes["text"] and len(messages) == 1
+    assert kept == {"type": "text", "text": "Go on."} and messages[0]["role"] == "user"
     assert event.kept_messages == 1 and event.start_uuid == fixture.session.history[-1].uuid
     assert len(fixture.session.history) == 9  # the history stays whole
     again = fixture.session.engine.open_session("f", state_dir=tmp_path)  # survives a reopen
@@ -197,7 +199,7 @@ def test_recent_minimums_are_kept(tmp_path):
     kept = history.entries[history.window_start :]
     texts = [e for e in kept if any(b.get("type") == "text" for b in e.blocks())]
     assert len(texts) >= 3 and sum(history.sent_tokens(e) for e in kept) >= 1_500
-    assert stenograph.check_pairing(request["messages"]) == []
+    assert stenograph.check_request(request["messages"]) == []
 
 
 @pytest.mark.parametrize(
@@ -251,7 +253,7 @@ def test_boundary_never_splits_a_tool_call_from_its_result(tmp_path):
     assert tool_use_entry.tool_use_ids
     fixture.session.record_notes(str(fixture.notes_file), tool_use_entry.uuid)
     request, events = fixture.call()
-    assert stenograph.check_pairing(request["messages"]) == []
+    assert stenograph.check_request(request["messages"]) == []
     history = fixture.session.history
     assert any(isinstance(e, Compacted) for e in events)
     assert history.window_start == 5  # the kept part starts with the covered tool call
@@ -266,12 +268,14 @@ def test_resume_injection_into_a_fresh_session(tmp_path):
     session = stenograph.Engine.from_preset(path).open_session("new", state_dir=tmp_path)
     session.append({"role": "user", "content": "Continue the refactor."})
     first = session.pre_call(model="m")
-    assert "parser refactor half done" in first["messages"][0]["content"]
-    assert first["messages"][1]["content"] == "Continue the refactor."
+    (notes_block, prompt), = [m["content"] for m in first["messages"]]  # one user message
+    assert "parser refactor half done" in notes_block["text"]
+    assert prompt == {"type": "text", "text": "Continue the refactor."}
     session.post_sampling(text_reply())
     session.append({"role": "user", "content": "Next."})
     second = session.pre_call(model="m")
-    assert json.dumps(second["messages"][:2]) == json.dumps(first["messages"])
+    assert json.dumps(second["messages"][:1]) == json.dumps(first["messages"])
+    assert stenograph.check_request(second["messages"]) == []
 
 
 def test_min_keep_above_max_keep_is_refused(tmp_path):
@@ -326,5 +330,5 @@ def test_compaction_waits_for_a_real_running_extraction(
     started = time.monotonic()
     request = session.pre_call(model="m", tools=editor)  # the fork is still running here
     assert time.monotonic() - started < 5
-    assert "fresh from the fork" in request["messages"][0]["content"]
+    assert "fresh from the fork" in request["messages"][0]["content"][0]["text"]
     session.close()

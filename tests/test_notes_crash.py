@@ -223,7 +223,7 @@ def test_notes_file_survives_sigkill_during_replace(
 ) -> None:
     """A SIGKILL at a random moment of a stream of replaces leaves one whole version, and
     the file stays usable (read, replace) from another process."""
-    memory = MemoryFile(tmp_path / "notes" / "session-memory.md", TEMPLATE)
+    memory = MemoryFile(tmp_path / "notes" / "session-memory.md", TEMPLATE, max_chars=1_000_000)
     assert memory.ensure()
     assert stat.S_IMODE(memory.path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(memory.path.stat().st_mode) == 0o600
@@ -276,7 +276,7 @@ def cas_round(a: Child, b: Child, memory: MemoryFile, r: int) -> str:
 
 def test_compare_and_swap_across_processes(tmp_path: Path, children: list[Child]) -> None:
     """Two processes racing on the notes file: one winner per round, no update lost."""
-    memory = MemoryFile(tmp_path / "notes" / "session-memory.md", TEMPLATE)
+    memory = MemoryFile(tmp_path / "notes" / "session-memory.md", TEMPLATE, max_chars=1_000_000)
     memory.ensure()
     a = Child("cas", str(memory.path), "A")
     b = Child("cas", str(memory.path), "B")

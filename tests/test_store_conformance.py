@@ -31,6 +31,9 @@ from stenograph.stores import (
 from stenograph.testing.messages_server import MessagesServer, Reply
 
 FORK = multiprocessing.get_context("fork")
+# 8 workers always; 50 calls each under STENOGRAPH_TEST_FULL_SIZE=1, else 20 (the machine is
+# shared and has 2 cores: 4 stores x 400 calls took 80 s of the suite).
+CALLS = 50 if os.environ.get("STENOGRAPH_TEST_FULL_SIZE") == "1" else 20
 
 
 def entry(uuid: str) -> dict:
@@ -165,7 +168,7 @@ def test_eight_workers_fifty_calls_each_through_wrap(store_url):
         workers = [
             FORK.Process(
                 target=store_workers.wrap_calls,
-                args=(store_url, server.url, w, 50, w),
+                args=(store_url, server.url, w, CALLS, w),
                 name=f"w{w}",
             )
             for w in range(8)
@@ -174,12 +177,12 @@ def test_eight_workers_fifty_calls_each_through_wrap(store_url):
     session = store_workers.engine().open_session("shared", store=store_url)
     entries = session.history.entries
     inputs = [e for e in entries if e.role == "user"]
-    assert len(inputs) == 400 and len(entries) == 800
+    assert len(inputs) == 8 * CALLS and len(entries) == 16 * CALLS
     for i, e in enumerate(entries):  # each call's input right before its response
         assert e.role == ("user" if i % 2 == 0 else "assistant"), i
     asked = Counter(e.content for e in inputs)
-    assert len(asked) == 400 and set(asked.values()) == {1}  # no duplicate, none lost
-    assert len({e.uuid for e in entries}) == 800
+    assert len(asked) == 8 * CALLS and set(asked.values()) == {1}  # none twice, none lost
+    assert len({e.uuid for e in entries}) == 16 * CALLS
     assert stenograph.check_pairing(session.pre_call(model="m")["messages"]) == []
     assert not [e for e in session.events if isinstance(e, stenograph.PairingViolation)]
     session.close()
@@ -204,6 +207,30 @@ def test_a_stale_host_list_is_refused_not_taken_as_a_rewind(store_url):
     one.post_sampling({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
     assert len(one.history) == 6
     one.close()
+
+
+def test_an_explicit_rewind_still_works_and_every_worker_follows_it(store_url):
+    engine = store_workers.engine()
+    one = engine.open_session("s", store=store_url)
+    for uid, role in (("a", "user"), ("b", "assistant"), ("c", "user")):
+        one.append({"role": role, "content": uid, "uuid": uid})
+    one.release()
+    other = engine.open_session("s", store=store_url)  # same process: takes over
+    other.refresh()
+    assert other.truncate(after="a") == 2
+    other.append({"role": "assistant", "content": "b again", "uuid": "b"})  # names reusable
+    other.release()
+    records, _ = open_store(store_url).session("s").read(0)
+    assert [r["op"] for r in records] == ["append"] * 3 + ["truncate", "append"]
+    fresh = engine.open_session("s2", store=store_url)
+    fresh.close()
+    third = FORK.Process(target=_check_history, args=(store_url, ["a", "b again"]))
+    run_all([third])
+
+
+def _check_history(url: str, contents: list[str]) -> None:
+    session = store_workers.engine().open_session("s", store=url)
+    assert [e.content for e in session.history] == contents, session.history.entries
 
 
 def _one_more_call(url: str) -> None:
@@ -257,7 +284,7 @@ def test_killed_workers_lose_no_acknowledged_append_and_leave_no_stuck_lease(sto
         ]
         for w in workers:
             w.start()
-        time.sleep(rng.uniform(0.05, 0.25))
+        time.sleep(rng.uniform(0.02, 0.15))
         for w in workers:
             os.kill(w.pid, signal.SIGKILL)
             w.join()

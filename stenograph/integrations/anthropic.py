@@ -76,25 +76,10 @@ class _Base:
 
 
 def take_input(session: Session, messages: Any) -> None:
-    """Append the messages of the host's whole list that ``session`` has not seen; a list
-    that does not continue the session raises ``ValueError`` and appends nothing."""
-    messages = messages if isinstance(messages, list) else list(messages)
-    session.begin()
-    session.check_host_list([_role(m) for m in messages])
-    history = session.history
-    known = len(history)
-    if len(messages) < known:
-        raise ValueError(
-            f"messages has {len(messages)} items but session {session.id} already"
-            f" holds {known}: pass the whole conversation, as with the plain SDK"
-        )
-    if known and _role(messages[known - 1]) != history[known - 1].role:
-        raise ValueError(
-            f"messages[{known - 1}] does not continue session {session.id}: its role"
-            f" is {_role(messages[known - 1])!r}, the session's is {history[-1].role!r}"
-        )
-    for message in messages[known:]:
-        session.append(_plain(message))
+    """Make ``session`` hold the host's whole list (:meth:`Session.sync`): unseen messages
+    appended, host edits adopted, a rewind followed; another conversation raises
+    ``ConversationMismatch`` (a ``ValueError``) and changes nothing."""
+    session.sync(messages if isinstance(messages, list) else list(messages))
 
 
 class _Messages(_Base):
@@ -276,15 +261,3 @@ class _AsyncStream:
 
 def _set(usage: Any) -> dict[str, Any]:
     return {k: v for k, v in (usage or {}).items() if v is not None}
-
-
-def _role(message: Any) -> Any:
-    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-
-
-def _plain(message: Any) -> Any:
-    """A host message as ``Session.append`` takes it (which copies it, SDK content blocks
-    dumped to JSON): an SDK model is dumped first."""
-    if hasattr(message, "model_dump"):
-        return message.model_dump(mode="json", exclude_none=True)
-    return message

@@ -116,10 +116,16 @@ class SessionStorage(Protocol):
     def release(self, lease: Lease) -> None:
         """Give the lease up (nothing happens if it is no longer ``lease``)."""
 
-    def append(self, records: list[dict[str, Any]], lease: Lease | None) -> tuple[int, int]:
+    def append(
+        self,
+        records: list[dict[str, Any]],
+        lease: Lease | None,
+        lines: list[bytes] | None = None,
+    ) -> tuple[int, int]:
         """Append journal records in order, all or nothing; an ``append`` record whose
         entry uuid is already stored is skipped. Raises ``LeaseLost`` unless ``lease``
-        is current. Returns the positions (before, after) the records took."""
+        is current. ``lines`` are the records encoded, when the caller has them. Returns
+        the positions (before, after) the records took."""
 
     def read(self, after: int) -> tuple[list[dict[str, Any]], int]:
         """The records after position ``after`` and the position after them."""

@@ -1,11 +1,10 @@
 """The folder store (``file:DIR``, the default): one folder per session holding the journal
 (``journal.jsonl``), the state (``state.json``), the notes file, and the leases
-(``lease.json``); every fenced step runs under an exclusive ``flock`` of ``session.lock``, so
+(``lease.json``); every fenced step runs under an exclusive lock of ``session.lock``, so
 several processes on one host share a session safely."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -14,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from ..engine.files import atomic_write
 from ..engine.store import SessionStore, check_session_id, encode_record, log
@@ -29,23 +30,15 @@ class FolderStorage(SessionStore):
         super().__init__(folder)
         self.session_id = session_id
         self.location = str(self.state_path)
-        self._lock_fd: int | None = None
-        self._uuids: set[str] = set()
+        self._file_lock = FileLock(self.folder / "session.lock", mode=0o600)
+        self._uuids: dict[str, None] = {}  # stored entry uuids, in journal order
         self._indexed = 0  # journal bytes whose entry uuids are in _uuids
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        if self._lock_fd is None:
-            self._lock_fd = os.open(
-                self.folder / "session.lock",
-                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-            )
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
+        """The session's exclusive lock across processes (reentrant)."""
+        with self._file_lock:
             yield
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     # leases ----------------------------------------------------------------------------
 
@@ -94,24 +87,38 @@ class FolderStorage(SessionStore):
 
     # journal ---------------------------------------------------------------------------
 
-    def append(self, records: list[dict[str, Any]], lease: Lease | None) -> tuple[int, int]:
+    def append(
+        self,
+        records: list[dict[str, Any]],
+        lease: Lease | None,
+        lines: list[bytes] | None = None,
+    ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        lines = [encode_record(r) for r in records]  # checked before anything is written
+        if lines is None:
+            lines = [encode_record(r) for r in records]  # checked before anything is written
         with self._locked():
             self._check(lease)
             fd = self._open()
             before = self._size = os.fstat(fd).st_size
             if self._indexed < before:
                 self.read(self._indexed)
-            fresh, uuids = [], set()
+            several = len(records) > 1 or records[0].get("op") == "truncate"
+            uuids = dict(self._uuids) if several else None  # changed only once written
+            fresh, kept = [], []
             for line, record in zip(lines, records, strict=True):
                 uuid = _entry_uuid(record)
-                if uuid is None or (uuid not in self._uuids and uuid not in uuids):
-                    fresh.append(line)
-                    uuids.add(uuid)
+                if uuid is not None and uuid in (self._uuids if uuids is None else uuids):
+                    continue  # stored already: a retry
+                fresh.append(line)
+                kept.append(record)
+                if uuids is not None:
+                    index_uuids(uuids, [record])
             if fresh:
                 self.write(b"".join(fresh))
-                self._uuids.update(u for u in uuids if u is not None)
+                if uuids is None:
+                    index_uuids(self._uuids, kept)
+                else:
+                    self._uuids = uuids
                 self._indexed = self._size
             return before, self._size
 
@@ -137,9 +144,9 @@ class FolderStorage(SessionStore):
             if isinstance(record, dict) and "op" in record:
                 records.append(record)
         end = after + len(data)
-        if after <= self._indexed:
-            self._uuids.update(u for r in records if (u := _entry_uuid(r)) is not None)
-            self._indexed = max(self._indexed, end)
+        if after == self._indexed:
+            index_uuids(self._uuids, records)
+            self._indexed = end
         return records, end
 
     def position(self) -> int:
@@ -197,11 +204,8 @@ class FolderStorage(SessionStore):
             return job if isinstance(job, dict) else None
 
     def close(self) -> None:
-        """Close the journal and the lock file."""
+        """Close the journal."""
         super().close()
-        if self._lock_fd is not None:
-            fd, self._lock_fd = self._lock_fd, None
-            os.close(fd)
 
 
 class FileNotes:
@@ -262,6 +266,22 @@ class FolderStore:
 
     def close(self) -> None:
         """Nothing is held open by the store itself."""
+
+
+def index_uuids(uuids: dict[str, None], records: list[dict[str, Any]]) -> None:
+    """Follow ``records`` in the ordered set of stored entry uuids: an append adds its
+    entry's, a truncate frees those of the entries it removed (their names are reusable)."""
+    for record in records:
+        uuid = _entry_uuid(record)
+        if uuid is not None:
+            uuids[uuid] = None
+        elif record.get("op") == "truncate":
+            after = record.get("after")
+            if after is not None and after not in uuids:
+                continue
+            order = list(uuids)
+            for gone in order[order.index(after) + 1 if after is not None else 0 :]:
+                del uuids[gone]
 
 
 def _entry_uuid(record: dict[str, Any]) -> str | None:

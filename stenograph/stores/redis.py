@@ -52,8 +52,20 @@ APPEND = (
     + """
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
 local before = redis.call('LLEN', KEYS[2])
-for i = 3, #ARGV, 2 do
+for i = 3, #ARGV, 3 do
   local uuid = ARGV[i]
+  if ARGV[i + 2] ~= '' then  -- a truncate frees the uuids of the entries it removes
+    local start = 0
+    if ARGV[i + 2] ~= '*' then
+      start = tonumber(redis.call('HGET', KEYS[3], ARGV[i + 2]) or '-1')
+    end
+    if start >= 0 then
+      local all = redis.call('HGETALL', KEYS[3])
+      for j = 1, #all, 2 do
+        if tonumber(all[j + 1]) > start then redis.call('HDEL', KEYS[3], all[j]) end
+      end
+    end
+  end
   if uuid == '' or redis.call('HEXISTS', KEYS[3], uuid) == 0 then
     local n = redis.call('RPUSH', KEYS[2], ARGV[i + 1])
     if uuid ~= '' then redis.call('HSET', KEYS[3], uuid, n) end
@@ -196,13 +208,19 @@ class RedisStorage:
         key = self._key(f"lease:{lease.kind}")
         self.store.scripts["release"](keys=[key], args=[lease.owner, lease.epoch])
 
-    def append(self, records: list[dict[str, Any]], lease: Lease | None) -> tuple[int, int]:
+    def append(
+        self,
+        records: list[dict[str, Any]],
+        lease: Lease | None,
+        lines: list[bytes] | None = None,
+    ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
         args: list[Any] = []
-        for record in records:
+        for record, line in zip(records, lines or [encode_record(r) for r in records], strict=True):
             entry = record.get("entry") if record.get("op") == "append" else None
             uuid = entry.get("uuid") if isinstance(entry, dict) else None
-            args += [uuid if isinstance(uuid, str) else "", encode_record(record).decode()]
+            cut = record.get("after") or "*" if record.get("op") == "truncate" else ""
+            args += [uuid if isinstance(uuid, str) else "", line.decode(), cut]
         keys = [self._lease_key(lease), self._key("log"), self._key("uuids")]
         before, after = self._script("append", keys, args, lease)
         return int(before), int(after)

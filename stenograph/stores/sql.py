@@ -222,14 +222,25 @@ class SqlStorage:
 
     # journal ---------------------------------------------------------------------------
 
-    def append(self, records: list[dict[str, Any]], lease: Lease | None) -> tuple[int, int]:
+    def append(
+        self,
+        records: list[dict[str, Any]],
+        lease: Lease | None,
+        lines: list[bytes] | None = None,
+    ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        rows = [(encode_record(r).decode("utf-8").rstrip("\n"), _uuid(r)) for r in records]
+        lines = lines or [encode_record(r) for r in records]
+        rows = [
+            (line.decode("utf-8").rstrip("\n"), _uuid(r))
+            for line, r in zip(lines, records, strict=True)
+        ]
 
         def step(cur: Any) -> tuple[int, int]:
             self.check(cur, lease)
             before = seq = self._last(cur)
-            for body, uuid in rows:
+            for (body, uuid), record in zip(rows, records, strict=True):
+                if record.get("op") == "truncate":
+                    self._free_uuids(cur, record.get("after"))
                 if uuid is not None and self._one(
                     cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
                 ):
@@ -245,6 +256,20 @@ class SqlStorage:
             return before, seq
 
         return self._run(step)
+
+    def _free_uuids(self, cur: Any, after: str | None) -> None:
+        """A truncate frees the uuids of the entries it removes (they may be used again)."""
+        start = 0
+        if after is not None:
+            row = self._one(cur, "SELECT seq FROM sg_records WHERE session = ? AND uuid = ?", after)
+            if row is None:
+                return
+            start = row[0]
+        self._exec(
+            cur,
+            "UPDATE sg_records SET uuid = NULL WHERE session = ? AND seq > ? AND uuid IS NOT NULL",
+            start,
+        )
 
     def _last(self, cur: Any) -> int:
         return int(

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from ..engine.guard import check_request
+
 __all__ = ["MessagesServer", "RecordedRequest", "Reply", "rough_token_count"]
 
 MESSAGES_PATH = "/v1/messages"
@@ -412,7 +414,10 @@ def validation_error(body: Any) -> str | None:
     for key in ("model", "max_tokens", "messages"):
         if key not in body:
             return f"{key}: Field required"
-    return None
+    if not isinstance(body["messages"], list):
+        return "messages: Input should be a valid list"
+    problems = check_request(body["messages"])
+    return f"messages: {problems[0]}" if problems else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from ...engine.session import Session
 from ...engine.settings import HandlerSettings
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
-from .memory_file import MemoryFile, NotesConflict, sections
+from .memory_file import MAX_NOTES_CHARS, MemoryFile, NotesConflict, sections
 from .offline import Facts, offline_notes
 
 log = logging.getLogger("stenograph.handlers.forked_extraction")
@@ -86,6 +86,13 @@ class ForkedExtractionSettings(HandlerSettings):
     )
     section_budget_tokens: int = Field(2000, ge=100, description="Tokens per section, at most.")
     total_budget_tokens: int = Field(12_000, ge=500, description="Tokens of the whole file.")
+    max_notes_chars: int = Field(
+        MAX_NOTES_CHARS,
+        ge=1000,
+        le=10_000_000,
+        description="Hard cap on the notes (characters): an edit that would make them longer"
+        " is refused as a tool error, a longer file is not read.",
+    )
     timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of each call (s).")
     max_retries: int = Field(2, ge=0, le=10, description="SDK retries of each fork call.")
 
@@ -145,7 +152,7 @@ class ForkedExtraction(Handler):
 
     def memory_file(self, session: Session) -> MemoryFile:
         """The notes file of ``session``."""
-        return MemoryFile(self._path(session), self.template)
+        return MemoryFile(self._path(session), self.template, self.settings.max_notes_chars)
 
     # the worker ------------------------------------------------------------------------
 
@@ -180,7 +187,7 @@ class ForkedExtraction(Handler):
         workspace: Workspace | None = None
         try:
             memory.ensure()
-            workspace = Workspace(memory.path, memory.read())
+            workspace = Workspace(memory.path, memory.read(), max_chars=memory.max_chars)
             result = ForkResult()
             if backend == "offline":
                 facts = self._facts(session).feed(session.history.entries[: request.upto_index + 1])
@@ -237,6 +244,7 @@ class ForkedExtraction(Handler):
                 merged = workspace.merged_onto(current)
             except EditError as exc:
                 raise NotesConflict(f"{memory.path} changed meanwhile and {exc}") from None
+            workspace.check_size(len(merged))
             memory.replace(current, merged)
 
     # choices ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...engine.guard import check_request
 from .gate import OWN_TOOL, Workspace
 
 CACHE_BREAKPOINT = {"type": "ephemeral"}
@@ -19,6 +20,9 @@ USAGE_KEYS = (
     "cache_creation_input_tokens",
     "output_tokens",
 )
+
+
+NOT_RUN = "[not run: this conversation is a fork that only updates the session notes]"
 
 
 class ForkFailed(RuntimeError):
@@ -82,10 +86,13 @@ def run_fork(
     tools = context.tools
     if mode == "own-tool":
         tools = [*(tools or []), OWN_TOOL]
-    messages = [*with_breakpoint(context), {"role": "user", "content": prompt}]
+    messages = [*with_breakpoint(context), {"role": "user", "content": _prompt(context, prompt)}]
     result = ForkResult()
     for _ in range(max_turns):
         request = {"model": context.model, "messages": list(messages), **context.extra}
+        problems = check_request(request["messages"])
+        if problems:
+            raise ForkFailed("the API would reject the fork's request: " + "; ".join(problems))
         if context.system is not None:
             request["system"] = context.system
         if tools is not None:
@@ -105,6 +112,20 @@ def run_fork(
     if not workspace.edits:
         raise ForkFailed(f"the fork made no edit of {workspace.path} in {result.turns} turn(s)")
     return result
+
+
+def _prompt(context: ForkContext, prompt: str) -> str | list[dict[str, Any]]:
+    """The fork's first message: the prompt, after a result for every tool call the shared
+    response left open (the API needs them first; the fork does not run them)."""
+    last = context.messages[-1] if context.messages else {}
+    content = last.get("content") if last.get("role") == "assistant" else None
+    calls = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    if not calls:
+        return prompt
+    results = [
+        {"type": "tool_result", "tool_use_id": c.get("id"), "content": NOT_RUN} for c in calls
+    ]
+    return [*results, {"type": "text", "text": prompt}]
 
 
 def _answer(workspace: Workspace, call: dict[str, Any]) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class Workspace:
     edits: list[Callable[[str], str]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     rewritten: bool = False
+    max_chars: int = 200_000
 
     def __post_init__(self) -> None:
         self.text = self.original
@@ -67,11 +68,14 @@ class Workspace:
 
     def allows_path(self, value: Any) -> bool:
         """Only the exact memory file: absolute, no ``..``, not a symlink, same real path."""
-        if not isinstance(value, str) or not os.path.isabs(value):
+        if not isinstance(value, str) or "\0" in value or not os.path.isabs(value):
             return False
-        if ".." in Path(value).parts or os.path.islink(value):
+        try:
+            if ".." in Path(value).parts or os.path.islink(value):
+                return False
+            return os.path.realpath(value) == os.path.realpath(self.path)
+        except (OSError, ValueError):  # a path the system refuses is not the notes file
             return False
-        return os.path.realpath(value) == os.path.realpath(self.path)
 
     def call(self, name: str, tool_input: Any) -> tuple[str, bool]:
         """Run one tool call through the gate: (result text, is_error)."""
@@ -109,8 +113,18 @@ class Workspace:
         return current
 
     def _apply(self, edit: Callable[[str], str]) -> None:
-        self.text = edit(self.text)
+        text = edit(self.text)
+        self.check_size(len(text))
+        self.text = text
         self.edits.append(edit)
+
+    def check_size(self, chars: int) -> None:
+        """Refuse an edit that would make the notes longer than the cap."""
+        if chars > self.max_chars:
+            raise EditError(
+                f"Refused: the notes would grow to {chars:,} characters, over the cap of"
+                f" {self.max_chars:,}. Condense the notes instead."
+            )
 
     def _own(self, args: dict[str, Any]) -> str:
         old, new = _strings(args, "old_string", "new_string")
@@ -120,6 +134,7 @@ class Workspace:
     def _claude_code_edit(self, args: dict[str, Any]) -> str:
         old, new = _strings(args, "old_string", "new_string")
         if args.get("replace_all") is True:
+            self.check_size(len(self.text) + self.text.count(old) * (len(new) - len(old)))
             self._apply(lambda text: replace_all(text, old, new, self.path))
         else:
             self._apply(lambda text: replace_once(text, old, new, self.path))

@@ -3,7 +3,6 @@ if nobody changed it meanwhile (compare-and-swap)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import stat
@@ -11,10 +10,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from ...engine.files import atomic_write, fsync_dir, private_dir, remove_temp_files
 from ...engine.tokens import count_tiktoken
 
 HEADING = re.compile(r"^# .+$", re.MULTILINE)
+MAX_NOTES_CHARS = 200_000  # about 4x the 12,000-token budget
 
 
 class NotesConflict(Exception):
@@ -57,12 +59,49 @@ def sections(text: str) -> list[Section]:
     ]
 
 
+def read_notes(path: Path, max_chars: int = MAX_NOTES_CHARS) -> str:
+    """A notes file's text ('' when it does not exist). A symbolic link is never followed,
+    only a regular file is read, at most ``max_chars`` characters of it; anything else
+    (undecodable bytes too) is a ``NotesUnreadable`` naming the file and what to do."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        if os.path.islink(path):
+            raise NotesUnreadable(
+                f"{path} is a symbolic link; notes are never read through one:"
+                " replace it with a regular file or delete it"
+            ) from None
+        raise NotesUnreadable(f"{path} cannot be read: {exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise NotesUnreadable(f"{path} is not a regular file")
+        data = handle.read(4 * max_chars + 1)  # UTF-8: at most 4 bytes a character
+    text = None
+    if len(data) <= 4 * max_chars:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotesUnreadable(
+                f"{path} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset"
+                f" {exc.start}): fix the file or delete it (it is recreated from the template)"
+            ) from None
+    if text is None or len(text) > max_chars:
+        raise NotesUnreadable(
+            f"{path} holds more than {max_chars:,} characters (the notes cap,"
+            " maxNotesChars): shorten the file or delete it"
+        )
+    return text
+
+
 class MemoryFile:
     """One notes file; ``template`` lists the headings every version must keep."""
 
-    def __init__(self, path: Path, template: str) -> None:
+    def __init__(self, path: Path, template: str, max_chars: int = MAX_NOTES_CHARS) -> None:
         self.path = path
         self.template = template
+        self.max_chars = max_chars
         self.required = headings(template)
 
     def ensure(self) -> bool:
@@ -96,30 +135,8 @@ class MemoryFile:
         return remove_temp_files(self.path.parent, f".{self.path.name}.", ".new")
 
     def read(self) -> str:
-        """The current content ('' when the file does not exist). A symbolic link is never
-        followed and undecodable bytes are a ``NotesUnreadable`` naming the file."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return ""
-        except OSError as exc:
-            if os.path.islink(self.path):
-                raise NotesUnreadable(
-                    f"{self.path} is a symbolic link; notes are never read through one:"
-                    " replace it with a regular file or delete it"
-                ) from None
-            raise NotesUnreadable(f"{self.path} cannot be read: {exc}") from None
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise NotesUnreadable(f"{self.path} is not a regular file")
-            data = handle.read()
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise NotesUnreadable(
-                f"{self.path} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset"
-                f" {exc.start}): fix the file or delete it (it is recreated from the template)"
-            ) from None
+        """The current content ('' when the file does not exist); see :func:`read_notes`."""
+        return read_notes(self.path, self.max_chars)
 
     def check(self, text: str) -> None:
         """Refuse notes that drop or rename a template heading."""
@@ -133,22 +150,16 @@ class MemoryFile:
         (under an exclusive lock on ``<file>.lock``, so writers in other processes too
         see a true compare-and-swap)."""
         self.check(text)
-        folder = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        lock = FileLock(self.path.with_name(self.path.name + ".lock"), mode=0o600)
         try:
-            fd = os.open(
-                self.path.name + ".lock",
-                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=folder,
-            )
-        except OSError as exc:
+            lock.acquire()
+        except OSError as exc:  # a planted link among them: never followed
             raise NotesUnreadable(
                 f"{self.path}.lock cannot be opened ({exc}); a symbolic link is never followed"
             ) from None
-        finally:
-            os.close(folder)
-        with os.fdopen(fd, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
             if self.read() != expected:
                 raise NotesConflict(str(self.path))
             atomic_write(self.path, text, mode=0o600)
+        finally:
+            lock.release()

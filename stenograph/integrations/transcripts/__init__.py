@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .api_rules import follow_api_rules, user_first
 from .base import (
     CLAUDE_CODE,
     MESSAGES_JSON,
@@ -43,8 +44,9 @@ def read_transcript(path: str | os.PathLike) -> Transcript:
     path = Path(path)
     log = Log(path)
     kind, messages = _parse(_read_text(path), log)
-    messages = repair_tool_pairing(messages, log)
-    return Transcript(path, kind, messages, log.skipped, log.warnings)
+    messages = follow_api_rules(messages, log)
+    messages = user_first(repair_tool_pairing(messages, log), log)
+    return Transcript(path, kind, messages, log.skipped, log.warnings, list(log.omitted.values()))
 
 
 def _read_text(path: Path) -> str:

@@ -33,6 +33,21 @@ class TranscriptError(ValueError):
 
 
 @dataclass
+class Omission:
+    """Records of one kind that are not replayed as they were: ``lost`` when the model saw
+    them (the replay then differs from the session), else left out on purpose."""
+
+    reason: str
+    lost: bool
+    count: int = 0
+    where: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form used in replay reports."""
+        return {"reason": self.reason, "lost": self.lost, "count": self.count, "where": self.where}
+
+
+@dataclass
 class Transcript:
     """A recorded conversation as Anthropic Messages-API message dicts."""
 
@@ -41,30 +56,51 @@ class Transcript:
     messages: list[dict]
     skipped_lines: int
     warnings: list[str]
+    omitted: list[Omission] = field(default_factory=list)
+
+
+WHERE_KEPT = 5  # locations kept per omission reason
 
 
 @dataclass
 class Log:
-    """Warnings and the count of skipped records gathered while reading one file."""
+    """Warnings, skipped records and omissions (by reason) gathered while reading one file."""
 
     path: Path
     skipped: int = 0
     warnings: list[str] = field(default_factory=list)
+    omitted: dict[str, Omission] = field(default_factory=dict)
+
+    def omit(
+        self, reason: str, where: int | str | None = None, lost: bool = True, count: int = 1
+    ) -> None:
+        """Count ``count`` records not replayed for ``reason`` and warn once per call."""
+        omission = self.omitted.setdefault(reason, Omission(reason, lost))
+        omission.count += count
+        label = self._where(where)
+        if len(omission.where) < WHERE_KEPT:
+            omission.where.append(label)
+        self.warnings.append(f"{label}: {'not replayed' if lost else 'left out'}: {reason}")
 
     def warn(self, message: str, where: int | str | None = None) -> None:
         """Record a warning; `where` is a line number or a label such as ``messages[3]``."""
-        if where is None:
-            prefix = f"{self.path}"
-        elif isinstance(where, int):
-            prefix = f"{self.path}:{where}"
-        else:
-            prefix = f"{self.path}: {where}"
-        self.warnings.append(f"{prefix}: {message}")
+        self.warnings.append(f"{self._where(where)}: {message}")
 
     def skip(self, reason: str, where: int | str | None = None) -> None:
-        """Count a record that could not be used and say why."""
+        """Count a record that could not be used and say why (a lost record)."""
         self.skipped += 1
+        omission = self.omitted.setdefault("unreadable record", Omission("unreadable record", True))
+        omission.count += 1
+        if len(omission.where) < WHERE_KEPT:
+            omission.where.append(self._where(where))
         self.warn(f"skipped: {reason}", where)
+
+    def _where(self, where: int | str | None) -> str:
+        if where is None:
+            return f"{self.path}"
+        if isinstance(where, int):
+            return f"{self.path}:{where}"
+        return f"{self.path}: {where}"
 
 
 @dataclass(frozen=True)

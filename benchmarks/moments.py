@@ -1,0 +1,317 @@
+"""The moments a user waits on: the first call after a pause, start-up, resume, memory.
+
+* **pause**: a session (``default`` preset, in memory) is built to N entries with the
+  synthetic coding-agent conversation of ``engine_overhead.py``, steady calls are timed, then
+  the clock jumps 600 s and the next call (the one where inactivity-memorize acts) is timed;
+  each round reports that call and its ratio to the round's median steady call. A second lane
+  pauses ``CROWD`` sessions at once, each on its own thread, and reports the slowest call.
+* **start-up**: whole processes, interleaved round by round: ``python -c pass`` (the floor),
+  ``python -c "import stenograph"`` and ``stenograph --help``.
+* **resume**: a journaled session of N entries is closed, then reopened by id (``gc`` enabled,
+  as in a host); µs per entry, next to the floor lane (parsing the journal's lines with
+  ``json.loads``, gc off).
+* **memory**: bytes traced (``tracemalloc``) while a session takes N messages (its calls
+  and background work included), next to one plain deep copy of the same messages as Python
+  objects (text included: ``copy.deepcopy`` would share the strings).
+
+Run ``python benchmarks/moments.py`` (``--quick`` for a smoke run, ``--json`` for JSON).
+See ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import marshal
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from benchlib import MODEL, SEED, SYSTEM_PROMPT, TOOLS, Log, cli, finish, fmt_us, machine
+from engine_overhead import PAUSE_SECONDS, StenographDriver, make_engine, warm_tokenizer
+
+PAUSE_SIZES, QUICK_PAUSE_SIZES = (1_000, 10_000, 50_000), (300, 1_000)
+PAUSE_ROUNDS, QUICK_PAUSE_ROUNDS = 3, 1
+STEADY_CALLS, QUICK_STEADY_CALLS = 30, 5
+CROWD, CROWD_SIZE, QUICK_CROWD_SIZE = 20, 2_000, 300
+START_ROUNDS, QUICK_START_ROUNDS = 10, 2
+RESUME_SIZES, QUICK_RESUME_SIZES = (1_000, 10_000, 50_000), (300,)
+RESUME_ROUNDS, QUICK_RESUME_ROUNDS = 3, 1
+MEMORY_SIZES, QUICK_MEMORY_SIZES = (1_000, 10_000), (300,)
+TARGETS = {
+    "pause_ms": {10_000: 20.0, 50_000: 100.0},
+    "start_ms": 80.0,
+    "resume_us_per_entry": 25.0,
+    "memory_ratio": 1.1,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the first call after a pause
+# ---------------------------------------------------------------------------------------------
+
+
+def pause_round(size: int, steady_calls: int, seed: int, scratch: Path) -> dict[str, float]:
+    """One fresh session: median steady call, then the first call after the pause (µs)."""
+    driver = StenographDriver(make_engine(scratch), seed, None)
+    driver.build(size)
+    steady = statistics.median(driver.timed_calls(steady_calls))
+    driver._settle()
+    driver.pause(PAUSE_SECONDS)
+    first = driver.timed_calls(1, stream=2)[0]
+    memorized = driver.memorized()
+    driver.close()
+    return {"steady_us": steady, "pause_us": first, "ratio": first / steady, "memorized": memorized}
+
+
+def pause_lane(sizes: tuple[int, ...], rounds: int, calls: int, scratch: Path, log: Log) -> list:
+    """Per size: every round's figures and their medians."""
+    out = []
+    for size in sizes:
+        log(f"pause at {size:,} entries")
+        runs = [pause_round(size, calls, SEED + size + r, scratch) for r in range(rounds)]
+        out.append({"size": size, "rounds": runs, **medians(runs)})
+    return out
+
+
+def crowd_lane(size: int, scratch: Path, log: Log) -> dict[str, Any]:
+    """``CROWD`` sessions of ``size`` entries pause, then all call at once from their own
+    threads: the slowest and the median of those calls (µs), next to one session alone."""
+    log(f"{CROWD} sessions of {size:,} entries after a pause, at once")
+    drivers = [StenographDriver(make_engine(scratch), SEED + 7 * i, None) for i in range(CROWD)]
+    for driver in drivers:
+        driver.build(size)
+        driver._settle()
+        driver.pause(PAUSE_SECONDS)
+    times: list[float] = [0.0] * CROWD
+    go = threading.Barrier(CROWD)
+
+    def call(i: int) -> None:
+        inputs, reply = drivers[i]._prepare(tools_only=True)
+        go.wait()
+        times[i] = drivers[i]._call(inputs, reply) / 1_000
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(CROWD)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for driver in drivers:
+        driver.close()
+    return {"sessions": CROWD, "size": size, "max_us": max(times), "median_us": median(times)}
+
+
+# ---------------------------------------------------------------------------------------------
+# start-up
+# ---------------------------------------------------------------------------------------------
+
+
+def startup_lane(rounds: int, log: Log) -> dict[str, Any]:
+    """Whole-process wall times (ms), the three commands interleaved round by round."""
+    log("start-up")
+    script = shutil.which("stenograph", path=str(Path(sys.executable).parent))
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "import stenograph": [sys.executable, "-c", "import stenograph"],
+        "stenograph --help": [script or "stenograph", "--help"],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds + 1):  # the first round warms the page cache, untimed
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            samples[name].append((time.perf_counter() - start) * 1_000)
+    return {name: {"median_ms": median(v[1:]), "runs_ms": v[1:]} for name, v in samples.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# resume
+# ---------------------------------------------------------------------------------------------
+
+
+def resume_round(size: int, seed: int, scratch: Path) -> dict[str, float]:
+    """Build a journaled session of ``size`` entries, close it, reopen it by id."""
+    state = scratch / f"resume-{seed}"
+    engine = make_engine(scratch)
+    driver = StenographDriver(engine, seed, state)
+    driver.build(size)
+    driver.close()
+    entries = len(driver.session.history)
+    del driver
+    gc.collect()
+    start = time.perf_counter()
+    session = engine.open_session(f"bench-{seed}", state_dir=state)
+    seconds = time.perf_counter() - start
+    assert len(session.history) == entries
+    session.close()
+    journal = next(state.glob("*/journal.jsonl"))
+    gc.disable()
+    start = time.perf_counter()
+    with journal.open(encoding="utf-8") as lines:
+        records = [json.loads(line) for line in lines]
+    floor = time.perf_counter() - start
+    gc.enable()
+    del records, session
+    shutil.rmtree(state)
+    return {
+        "entries": entries,
+        "us_per_entry": seconds * 1e6 / entries,
+        "floor_us_per_entry": floor * 1e6 / entries,
+        "ratio": seconds / floor,
+    }
+
+
+def resume_lane(sizes: tuple[int, ...], rounds: int, scratch: Path, log: Log) -> list:
+    """Per size: every round and the medians."""
+    out = []
+    for size in sizes:
+        log(f"resume at {size:,} entries")
+        runs = [resume_round(size, SEED + 31 * size + r, scratch) for r in range(rounds)]
+        out.append({"size": size, "rounds": runs, **medians(runs)})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+# ---------------------------------------------------------------------------------------------
+
+
+def memory_round(size: int, scratch: Path) -> dict[str, float]:
+    """Bytes a session holds for ``size`` entries (after its calls) and a deep copy's."""
+    driver = StenographDriver(make_engine(scratch), SEED + size, None)
+    driver.build(size)
+    messages = [entry.message() for entry in driver.session.history]
+    driver.close()
+    del driver
+    gc.collect()
+    tracemalloc.start()
+    copied = marshal.loads(marshal.dumps(messages))  # a deep copy, strings included
+    deep_copy = tracemalloc.get_traced_memory()[0]
+    del copied
+    tracemalloc.stop()
+    engine = make_engine(scratch)
+    warm_tokenizer()  # a process-wide table, not the session's
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    session = engine.open_session(f"memory-{size}", state_dir=None)
+    for message in messages:
+        session.append(message) if message["role"] == "user" else session.post_sampling(message)
+        if message["role"] == "user":
+            session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
+    session.wait_for_background()
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    session.close()
+    return {"entries": len(messages), "session_bytes": held, "deep_copy_bytes": deep_copy,
+            "ratio": held / deep_copy}
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------
+
+
+def median(values: list[float]) -> float:
+    """The median (0 for none)."""
+    return statistics.median(values) if values else 0.0
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The median of every numeric key over ``runs``."""
+    return {f"median_{k}": median([r[k] for r in runs]) for k in runs[0]}
+
+
+def run_all(quick: bool, log: Log) -> dict[str, Any]:
+    """Every lane of one run."""
+    with tempfile.TemporaryDirectory(prefix="stenograph-moments-") as tmp:
+        scratch = Path(tmp)
+        results: dict[str, Any] = {"machine": machine(), "quick": quick}
+        results["startup"] = startup_lane(QUICK_START_ROUNDS if quick else START_ROUNDS, log)
+        results["pause"] = pause_lane(
+            QUICK_PAUSE_SIZES if quick else PAUSE_SIZES,
+            QUICK_PAUSE_ROUNDS if quick else PAUSE_ROUNDS,
+            QUICK_STEADY_CALLS if quick else STEADY_CALLS,
+            scratch,
+            log,
+        )
+        results["crowd"] = crowd_lane(QUICK_CROWD_SIZE if quick else CROWD_SIZE, scratch, log)
+        results["resume"] = resume_lane(
+            QUICK_RESUME_SIZES if quick else RESUME_SIZES,
+            QUICK_RESUME_ROUNDS if quick else RESUME_ROUNDS,
+            scratch,
+            log,
+        )
+        log("memory")
+        sizes = QUICK_MEMORY_SIZES if quick else MEMORY_SIZES
+        results["memory"] = [memory_round(size, scratch) for size in sizes]
+    results["targets"] = targets(results)
+    results["wall_seconds"] = round(log.elapsed(), 1)
+    return results
+
+
+def targets(results: dict[str, Any]) -> dict[str, bool]:
+    """Whether each target holds (only the sizes this run measured)."""
+    out: dict[str, bool] = {}
+    for row in results["pause"]:
+        limit = TARGETS["pause_ms"].get(row["size"])
+        if limit is not None:
+            out[f"pause_{row['size']}"] = row["median_pause_us"] / 1_000 <= limit
+    for name in ("import stenograph", "stenograph --help"):
+        out[name] = results["startup"][name]["median_ms"] <= TARGETS["start_ms"]
+    for row in results["resume"]:
+        if row["size"] == 50_000:
+            out["resume_50000"] = row["median_us_per_entry"] <= TARGETS["resume_us_per_entry"]
+    for row in results["memory"]:
+        out[f"memory_{row['entries']}"] = row["ratio"] <= TARGETS["memory_ratio"]
+    return out
+
+
+def print_report(results: dict[str, Any]) -> None:
+    """The human-readable report."""
+    print("start-up (whole processes, interleaved; median ms)")
+    for name, row in results["startup"].items():
+        print(f"  {name:<20} {row['median_ms']:7.1f} ms")
+    print("\nfirst call after a 600 s pause (inactivity-memorize acts), in memory")
+    for row in results["pause"]:
+        print(
+            f"  {row['size']:>7,} entries: {fmt_us(row['median_pause_us']):>9}"
+            f"  steady {fmt_us(row['median_steady_us']):>9}"
+            f"  ratio {row['median_ratio']:6.1f}x  ({row['median_memorized']:,.0f} memorized)"
+        )
+    crowd = results["crowd"]
+    print(
+        f"  {crowd['sessions']} sessions of {crowd['size']:,} entries at once: slowest call"
+        f" {fmt_us(crowd['max_us'])}, median {fmt_us(crowd['median_us'])}"
+    )
+    print("\nresume (reopen by id, gc enabled) vs parsing the journal (gc off)")
+    for row in results["resume"]:
+        print(
+            f"  {row['size']:>7,} entries: {row['median_us_per_entry']:5.1f} µs/entry"
+            f"  floor {row['median_floor_us_per_entry']:5.1f} µs/entry"
+            f"  ratio {row['median_ratio']:4.2f}x"
+        )
+    print("\nmemory of one session (tracemalloc) vs one deep copy of its messages")
+    for row in results["memory"]:
+        print(
+            f"  {row['entries']:>7,} entries: {row['session_bytes'] / 1e6:7.1f} MB"
+            f"  deep copy {row['deep_copy_bytes'] / 1e6:7.1f} MB  ratio {row['ratio']:4.2f}x"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+    args = cli(__doc__, argv)
+    return finish(run_all(args.quick, Log()), args.json, print_report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

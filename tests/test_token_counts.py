@@ -1,0 +1,147 @@
+"""Token counts off the call path: entries are counted by the session's background worker
+as they arrive, a giant entry is tokenized only up to a cap, and the first call after a
+pause tokenizes nothing on the host's thread while its event still carries the exact
+``tokens_saved`` once the counts are in."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from helpers import open_session, run_tool_calls, text_reply
+
+import stenograph
+from stenograph.engine import tokens
+from stenograph.engine.tokens import COUNT_CAP_CHARS, content_tokens
+
+
+class Spy:
+    """Wraps the encoding: records (thread, text length) of every tokenizer call."""
+
+    def __init__(self, encoding) -> None:
+        self.encoding = encoding
+        self.calls: list[tuple[str, int]] = []
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.calls.append((threading.current_thread().name, len(text)))
+        return self.encoding.encode_ordinary(text)
+
+    def on_host(self) -> list[int]:
+        host = threading.main_thread().name
+        return [n for name, n in self.calls if name == host]
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    found = Spy(tokens.encoding())
+    monkeypatch.setattr(tokens, "encoding", lambda: found)
+    return found
+
+
+def exact_saving(session: stenograph.Session, uuids) -> int:
+    """Full content against what is sent now, counted from scratch."""
+    history = session.history
+    return sum(
+        max(0, content_tokens(e.content) - content_tokens(history.rendered(e)))
+        for e in (history.by_uuid[u] for u in uuids)
+    )
+
+
+def memorized_event(session: stenograph.Session) -> stenograph.EntriesMemorized:
+    return next(e for e in session.events if isinstance(e, stenograph.EntriesMemorized))
+
+
+def pause(session: stenograph.Session, clock: stenograph.ManualClock) -> dict:
+    session.pre_call(model="m")
+    session.post_sampling(text_reply())
+    clock.advance(600)
+    session.append({"role": "user", "content": "And now?"})
+    return session.pre_call(model="m")
+
+
+def test_a_giant_entry_is_tokenized_only_up_to_the_cap(spy):
+    session, clock = open_session()
+    text = "word " * 2_000_000  # 10 MB of text
+    session.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    session.post_sampling(text_reply())  # no usage: update-threshold counts the new entries
+    session.wait_for_background()
+    assert spy.calls and max(n for _, n in spy.calls) <= COUNT_CAP_CHARS
+    head = len(tokens.encoding().encode_ordinary(text[:COUNT_CAP_CHARS]))
+    expected = head + (len(text) - COUNT_CAP_CHARS + 3) // 4
+    assert session.history.full_tokens(session.history[-2]) == expected
+
+
+def test_text_under_the_cap_is_counted_whole():
+    text = "def f(x):\n    return x + 1\n" * 100
+    assert tokens.count_tiktoken(text) == len(tokens.encoding().encode_ordinary(text))
+    blocks = [{"type": "text", "text": text}, {"type": "text", "text": "more"}]
+    joined = text + "\n" + "more"
+    assert content_tokens(blocks) == len(tokens.encoding().encode_ordinary(joined))
+    assert content_tokens(blocks, "chars4") == (len(joined) + 3) // 4
+
+
+def test_entries_are_counted_in_the_background_as_they_arrive(spy):
+    session, clock = open_session()
+    run_tool_calls(session, clock, 3)
+    session.wait_for_background()
+    assert spy.calls and not spy.on_host()
+    assert all(("full", "tiktoken") in e.cache for e in session.history)
+
+
+def test_the_call_after_a_pause_tokenizes_nothing_on_the_host_and_is_exact(spy):
+    session, clock = open_session()
+    run_tool_calls(session, clock, 4)
+    session.pre_call(model="m")
+    session.post_sampling(text_reply())
+    session.wait_for_background()  # the model's latency: the counts are in
+    spy.calls.clear()
+    clock.advance(600)
+    session.append({"role": "user", "content": "And now?"})
+    session.pre_call(model="m")
+    assert not spy.on_host()
+    event = memorized_event(session)
+    assert not event.estimated and len(event.uuids) == 8
+    assert event.tokens_saved == exact_saving(session, event.uuids) > 1_000
+
+
+def test_missing_counts_are_estimated_then_corrected_in_the_event(spy, tmp_path):
+    session, clock = open_session("inactivity-only", state_dir=tmp_path)
+    run_tool_calls(session, clock, 4, size=6_000)
+    session.close()
+    engine = stenograph.Engine.from_preset("inactivity-only")
+    reopened = engine.open_session("test", state_dir=tmp_path, clock=clock)  # nothing counted
+    spy.calls.clear()
+    pause(reopened, clock)
+    assert not spy.on_host()
+    estimate = memorized_event(reopened)
+    assert estimate.estimated and estimate.tokens_saved > 0
+    assert reopened.wait_for_background()
+    counted = memorized_event(reopened)
+    assert counted is not estimate and not counted.estimated
+    assert counted.tokens_saved == exact_saving(reopened, counted.uuids)
+    assert counted.uuids == estimate.uuids
+
+
+def test_min_tokens_saved_counts_what_is_missing_before_deciding(tmp_path):
+    overrides = {"inactivity-memorize": {"min_tokens_saved": 1}}
+    session, clock = open_session("inactivity-only", state_dir=tmp_path, overrides=overrides)
+    run_tool_calls(session, clock, 3)
+    session.close()
+    engine = stenograph.Engine.from_preset("inactivity-only", overrides=overrides)
+    reopened = engine.open_session("test", state_dir=tmp_path, clock=clock)
+    pause(reopened, clock)
+    event = memorized_event(reopened)
+    assert not event.estimated
+    assert event.tokens_saved == exact_saving(reopened, event.uuids)
+
+
+def test_kept_results_and_shortened_inputs_are_counted_exactly():
+    overrides = {"inactivity-memorize": {"keep_recent": 1, "reduce_tool_inputs": True}}
+    session, clock = open_session("inactivity-only", overrides=overrides)
+    run_tool_calls(session, clock, 3)
+    session.wait_for_background()
+    pause(session, clock)
+    session.wait_for_background()
+    event = memorized_event(session)
+    assert not event.estimated
+    assert event.tokens_saved == exact_saving(session, event.uuids)
