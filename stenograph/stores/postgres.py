@@ -10,22 +10,11 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .base import StoreError
+from .sql import SCHEMA as SQL_SCHEMA
 from .sql import SqlStore
 
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sg_sessions (
-    id TEXT PRIMARY KEY, state TEXT, version BIGINT NOT NULL DEFAULT 0, pending TEXT);
-CREATE TABLE IF NOT EXISTS sg_records (
-    session TEXT NOT NULL, seq BIGINT NOT NULL, uuid TEXT, body TEXT NOT NULL,
-    PRIMARY KEY (session, seq), UNIQUE (session, uuid));
-CREATE TABLE IF NOT EXISTS sg_leases (
-    session TEXT NOT NULL, kind TEXT NOT NULL, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
-    expires DOUBLE PRECISION NOT NULL, PRIMARY KEY (session, kind));
-CREATE TABLE IF NOT EXISTS sg_notes (
-    session TEXT NOT NULL, label TEXT NOT NULL, text TEXT NOT NULL, version BIGINT NOT NULL,
-    PRIMARY KEY (session, label));
-"""
+SCHEMA = SQL_SCHEMA.format(int="BIGINT", real="DOUBLE PRECISION")
 
 
 class PostgresStore(SqlStore):

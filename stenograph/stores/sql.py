@@ -18,6 +18,19 @@ from .base import Lease, VersionConflict, lease_lost, parse_state, yields_to
 
 log = logging.getLogger("stenograph.stores.sql")
 TABLES = ("sg_records", "sg_leases", "sg_notes", "sg_sessions")
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sg_sessions (
+    id TEXT PRIMARY KEY, state TEXT, version {int} NOT NULL DEFAULT 0, pending TEXT);
+CREATE TABLE IF NOT EXISTS sg_records (
+    session TEXT NOT NULL, seq {int} NOT NULL, uuid TEXT, body TEXT NOT NULL,
+    PRIMARY KEY (session, seq), UNIQUE (session, uuid));
+CREATE TABLE IF NOT EXISTS sg_leases (
+    session TEXT NOT NULL, kind TEXT NOT NULL, owner TEXT NOT NULL, epoch {int} NOT NULL,
+    expires {real} NOT NULL, PRIMARY KEY (session, kind));
+CREATE TABLE IF NOT EXISTS sg_notes (
+    session TEXT NOT NULL, label TEXT NOT NULL, text TEXT NOT NULL, version {int} NOT NULL,
+    PRIMARY KEY (session, label));
+"""
 
 
 class SqlStore:

@@ -7,22 +7,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from .sql import SCHEMA as SQL_SCHEMA
 from .sql import SqlStore
 
 BUSY_TIMEOUT_MS = 30_000
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sg_sessions (
-    id TEXT PRIMARY KEY, state TEXT, version INTEGER NOT NULL DEFAULT 0, pending TEXT);
-CREATE TABLE IF NOT EXISTS sg_records (
-    session TEXT NOT NULL, seq INTEGER NOT NULL, uuid TEXT, body TEXT NOT NULL,
-    PRIMARY KEY (session, seq), UNIQUE (session, uuid));
-CREATE TABLE IF NOT EXISTS sg_leases (
-    session TEXT NOT NULL, kind TEXT NOT NULL, owner TEXT NOT NULL, epoch INTEGER NOT NULL,
-    expires REAL NOT NULL, PRIMARY KEY (session, kind));
-CREATE TABLE IF NOT EXISTS sg_notes (
-    session TEXT NOT NULL, label TEXT NOT NULL, text TEXT NOT NULL, version INTEGER NOT NULL,
-    PRIMARY KEY (session, label));
-"""
+SCHEMA = SQL_SCHEMA.format(int="INTEGER", real="REAL")
 
 
 class SqliteStore(SqlStore):
