@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .engine.errors import StenographError
-from .integrations.transcripts import FORMATS, TranscriptError
+from .integrations.transcripts import TranscriptError, format_descriptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -53,10 +53,14 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-FORMAT_HELP = "a transcript file; the format is detected from its content: " + "; ".join(
-    FORMATS.values()
-)
 log = logging.getLogger("stenograph.cli")
+
+
+@cache
+def _format_help() -> str:
+    """The transcript argument's help: every registered format (plugins included)."""
+    formats = "; ".join(format_descriptions().values())
+    return f"a transcript file; the format is detected from its content: {formats}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         _explain,
     )
     cmd = commands.add_parser("show", help="print the request sent at one model call")
-    cmd.add_argument("transcript", help=FORMAT_HELP)
+    cmd.add_argument("transcript", help=_format_help())
     cmd.add_argument("--call", type=int, required=True, metavar="N", help="call index, from 0")
     cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
     cmd.add_argument(
@@ -165,7 +169,7 @@ def _replay_command(
     commands: Any, name: str, help_text: str, state_dir: str | None, json_help: str, run: Any
 ) -> argparse.ArgumentParser:
     cmd = commands.add_parser(name, help=help_text, description=help_text)
-    cmd.add_argument("transcript", help=FORMAT_HELP)
+    cmd.add_argument("transcript", help=_format_help())
     cmd.add_argument(
         "--preset", default="default", help="built-in preset name or .toml file (default: default)"
     )
@@ -451,9 +455,8 @@ def _handlers(_args: argparse.Namespace) -> int:
     from pydantic.alias_generators import to_camel
 
     from .engine.discovery import HandlerCatalog
-    from .engine.engine import Engine
 
-    catalog = HandlerCatalog(Engine.plugin_manager())
+    catalog = HandlerCatalog()
     status = 0
     for name in catalog.names():
         try:
@@ -524,10 +527,9 @@ def _check(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     from .engine.discovery import HandlerCatalog
-    from .engine.engine import Engine
     from .schema import schema_text
 
-    text = schema_text(HandlerCatalog(Engine.plugin_manager()))
+    text = schema_text(HandlerCatalog())
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         _err_line(f"wrote {args.output}")
@@ -538,7 +540,6 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     from .engine.discovery import HandlerCatalog
-    from .engine.engine import Engine
     from .engine.presets import load_preset
     from .scaffold import preset_text, write_plugin, write_preset
 
@@ -555,7 +556,7 @@ def _init(args: argparse.Namespace) -> int:
         handlers = [slot.handler for slot in load_preset("default").slots]
     path = Path(args.output or f"{name}.toml")
     write_preset(
-        path, preset_text(name, handlers, HandlerCatalog(Engine.plugin_manager())), args.force
+        path, preset_text(name, handlers, HandlerCatalog()), args.force
     )
     _err_line(f"wrote {path}: stenograph check {path}")
     return 0

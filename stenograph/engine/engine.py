@@ -55,9 +55,9 @@ class Engine:
         self.services: dict[str, Any] = dict(services or {})
         self.strict = preset.strict
         self.pm = self.plugin_manager()
-        self.catalog = HandlerCatalog(self.pm)
+        self.catalog = HandlerCatalog()
         for handler in handlers:
-            self.catalog.add(handler)
+            self.catalog.add_handler(handler)
         overrides = dict(overrides or {})
         self._check_override_targets(overrides)
         self.slots = self._build_slots(overrides)

@@ -370,9 +370,3 @@ def _edit_instructions(mode: str, host_tool: str | None) -> str:
 
 def _read(path: str | None) -> str | None:
     return Path(path).expanduser().read_text(encoding="utf-8") if path else None
-
-
-@hookimpl
-def register_handlers(register: Any) -> None:
-    """Register forked-extraction."""
-    register(ForkedExtraction)
