@@ -8,6 +8,7 @@ import difflib
 import json
 import logging
 import sys
+import threading
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from .engine.events import Event
     from .replay import ReplayReport
 
 # Heavy modules (rich, pydantic, the engine, the tokenizer) are imported by the commands
@@ -120,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "--requests", metavar="FILE", help="write every rendered request to FILE, one JSON per line"
     )
+    cmd.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write every event to FILE as it happens, one JSON per line",
+    )
     _replay_command(
         commands,
         "explain",
@@ -191,11 +198,30 @@ def _replay_command(
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
+    path = getattr(args, "events", None)
+    if path is None:
+        return _replay_with(args, None)
+    lock = threading.Lock()
+    with open(path, "w", encoding="utf-8") as file:
+
+        def write(event: Event) -> None:
+            with lock:
+                file.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+
+        return _replay_with(args, write)
+
+
+def _replay_with(args: argparse.Namespace, on_event: Any) -> ReplayReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .replay import replay
 
-    options = {"prices": args.prices, "record": args.record, "store": args.store}
+    options = {
+        "prices": args.prices,
+        "record": args.record,
+        "on_event": on_event,
+        "store": args.store,
+    }
     if args.json or not _err().is_terminal:
         return replay(args.transcript, args.preset, args.state_dir, **options)
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

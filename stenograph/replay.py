@@ -19,6 +19,7 @@ from .engine.events import (
     CacheTtlDetected,
     Compacted,
     EntriesMemorized,
+    Event,
     ExtractionFailed,
     ExtractionFinished,
     HandlerFailed,
@@ -104,14 +105,16 @@ def replay(
     prices: str | Path | None = None,
     record: int | None = None,
     store: str | Store | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> ReplayReport:
     """Replay ``path``: for each assistant message, append the inputs before it, run
     pre-call at the moment the request was sent (the newest input's time), then
     post-sampling at the response's end with the message as the response. A file holding
     several conversations replays each in its own session (``record``: only that one,
     from 1). The session folder ``<state_dir>/replay-<name>`` is started afresh; the calls
-    are priced with the price table (built in, updated by the file ``prices``). ``store``
-    (a store URL) keeps the sessions there instead of under ``state_dir``."""
+    are priced with the price table (built in, updated by the file ``prices``);
+    ``on_event`` is given every event as it is recorded. ``store`` (a store URL) keeps the
+    sessions there instead of under ``state_dir``."""
     table = load_prices(prices)
     transcripts = read_transcripts(path, record)
     engine = Engine.from_preset(preset, overrides)
@@ -127,7 +130,7 @@ def replay(
     )
     kept = open_store(store) if store is not None else state_dir
     for transcript in transcripts:
-        _replay_one(engine, transcript, kept, report, progress)
+        _replay_one(engine, transcript, kept, report, progress, on_event)
     if not report.calls:
         report.warnings.append(f"{path}: no model call to replay")
     report.economics = report.ledger.economics(table).to_json()
@@ -140,6 +143,7 @@ def _replay_one(
     kept: str | Path | Store | None,
     report: ReplayReport,
     progress: Progress | None,
+    on_event: Callable[[Event], None] | None,
 ) -> None:
     """Replay one conversation in a fresh session of its own (in the folder or store
     ``kept``)."""
@@ -149,11 +153,12 @@ def _replay_one(
     clock = ManualClock(_first_time(transcript))
     if isinstance(kept, Store):
         kept.delete(session_id)
-        session = engine.open_session(session_id, store=kept, clock=clock)
+        session = engine.open_session(session_id, store=kept, clock=clock, on_event=on_event)
     else:
         if kept is not None:
             shutil.rmtree(Path(kept) / session_id, ignore_errors=True)
-        session = engine.open_session(session_id, state_dir=kept, clock=clock)
+        session = engine.open_session(session_id, state_dir=kept, clock=clock, on_event=on_event)
+    report.ledger.new_conversation()
     if report.session_folder is None and session.folder is not None:
         report.session_folder = str(session.folder)
     elif report.session_folder is None and session.store is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +15,7 @@ from . import hookspecs
 from .clock import Clock
 from .discovery import HandlerCatalog
 from .errors import HandlerError, PluginError, PresetError
-from .events import HandlerFailed
+from .events import Event, HandlerFailed
 from .handler import Handler
 from .presets import Preset, SlotSpec, load_preset
 from .session import LEASE_SECONDS, WAIT_SECONDS, Session
@@ -96,6 +96,7 @@ class Engine:
         state_dir: str | Path | None = ".stenograph",
         clock: Clock | None = None,
         services: dict[str, Any] | None = None,
+        on_event: Callable[[Event], None] | None = None,
         *,
         store: str | Path | Store | None = None,
         lease_seconds: float = LEASE_SECONDS,
@@ -107,13 +108,15 @@ class Engine:
         names the folder store (``None`` keeps everything in memory). A call holds the
         session's lease for up to ``lease_seconds``; another worker waits up to
         ``wait_seconds`` for it, then gets ``SessionBusy``. ``services`` add to the
-        engine's."""
+        engine's; ``on_event`` is called with every event as it is recorded (on the thread
+        that records it)."""
         return Session(
             self,
             session_id,
             state_dir=state_dir,
             clock=clock,
             services=services,
+            on_event=on_event,
             store=store,
             lease_seconds=lease_seconds,
             wait_seconds=wait_seconds,
