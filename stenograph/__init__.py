@@ -27,8 +27,10 @@ if TYPE_CHECKING:
         ExtractionStarted,
         HandlerFailed,
         HistoryEdited,
+        HistoryNotFollowed,
         HistoryTruncated,
         MemorizeSkipped,
+        NotesClientUnavailable,
         RequestViolation,
         StateReset,
         ThresholdDecision,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from .engine.guard import check_pairing, check_request
     from .engine.handler import Handler
     from .engine.hookspecs import hookimpl
+    from .engine.request import Request
     from .engine.session import Session
     from .engine.settings import HandlerSettings
     from .engine.sync import ConversationMismatch, Synced
@@ -65,13 +68,16 @@ _EXPORTS = {
     "HandlerFailed": ".engine.events",
     "HandlerSettings": ".engine.settings",
     "HistoryEdited": ".engine.events",
+    "HistoryNotFollowed": ".engine.events",
     "HistoryTruncated": ".engine.events",
     "ManualClock": ".engine.clock",
     "MemorizeSkipped": ".engine.events",
+    "NotesClientUnavailable": ".engine.events",
     "PluginError": ".engine.errors",
     "PostSamplingCall": ".engine.context",
     "PreCallCall": ".engine.context",
     "PresetError": ".engine.errors",
+    "Request": ".engine.request",
     "RequestError": ".engine.errors",
     "RequestViolation": ".engine.events",
     "Session": ".engine.session",
@@ -104,14 +110,17 @@ __all__ = [
     "HandlerError",
     "HandlerFailed",
     "HistoryEdited",
+    "HistoryNotFollowed",
     "HistoryTruncated",
     "HandlerSettings",
     "ManualClock",
     "MemorizeSkipped",
+    "NotesClientUnavailable",
     "PluginError",
     "PostSamplingCall",
     "PreCallCall",
     "PresetError",
+    "Request",
     "RequestError",
     "RequestViolation",
     "Session",

@@ -87,7 +87,7 @@ class FolderStorage(SessionStore):
 
     # journal ---------------------------------------------------------------------------
 
-    def append(
+    def append(  # type: ignore[override]
         self,
         records: list[dict[str, Any]],
         lease: Lease | None,

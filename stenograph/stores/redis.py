@@ -123,7 +123,7 @@ class RedisStore:
         self.prefix = query.pop("prefix", "stenograph:")
         self.url = url
         self.errors = redis.exceptions
-        self.client = redis.Redis.from_url(
+        self.client: Any = redis.Redis.from_url(  # decoded replies: str, not bytes
             urlunsplit(parts._replace(query=urlencode(query))),
             retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 60),
             retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
@@ -175,13 +175,13 @@ class RedisStorage:
     def __init__(self, store: RedisStore, session_id: str) -> None:
         self.store, self.session_id = store, session_id
         self.location = f"{store.url} session {session_id}"
-        self.client = store.client
+        self.client: Any = store.client
 
     def _key(self, part: str) -> str:
         return self.store.key(self.session_id, part)
 
     def _script(self, name: str, keys: list[str], args: list[Any], lease: Lease | None) -> Any:
-        fence = [lease.owner, lease.epoch] if lease else ["", 0]
+        fence: list[Any] = [lease.owner, lease.epoch] if lease else ["", 0]
         try:
             return self.store.scripts[name](keys=keys, args=[*fence, *args])
         except self.store.errors.ResponseError as exc:

@@ -8,15 +8,16 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
 from .base import Lease, VersionConflict, lease_lost, parse_state, yields_to
 
 log = logging.getLogger("stenograph.stores.sql")
+T = TypeVar("T")
 TABLES = ("sg_records", "sg_leases", "sg_notes", "sg_sessions")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sg_sessions (
@@ -99,7 +100,7 @@ class SqlStore:
             except Exception:
                 log.debug("closing a broken connection failed", exc_info=True)
 
-    def run(self, session_id: str | None, step: Any) -> Any:
+    def run(self, session_id: str | None, step: Callable[[Any], T]) -> T:
         """``step(cursor)`` in a transaction; a lost connection is reopened and the step
         retried (for up to 30 s), which is safe: appends are idempotent by uuid."""
         deadline = time.monotonic() + 30.0
@@ -163,7 +164,7 @@ class SqlStorage:
         self.session_id = session_id
         self.location = f"{store.url} session {session_id}"
 
-    def _run(self, step: Any) -> Any:
+    def _run(self, step: Callable[[Any], T]) -> T:
         return self.store.run(self.session_id, step)
 
     def _one(self, cur: Any, text: str, *args: Any) -> Any:
@@ -372,7 +373,8 @@ class SqlStorage:
             if row is None or row[0] is None:
                 return None
             self._exec(cur, "UPDATE sg_sessions SET pending = NULL WHERE id = ?")
-            return json.loads(row[0])
+            job: dict[str, Any] = json.loads(row[0])
+            return job
 
         return self._run(step)
 
