@@ -152,6 +152,9 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("preset", help="built-in preset name or .toml file")
     cmd.set_defaults(run=_check)
     _editor_commands(commands)
+    from .sessions import add_commands
+
+    add_commands(commands)
     return parser
 
 

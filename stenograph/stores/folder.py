@@ -16,7 +16,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..engine.files import atomic_write
+from ..engine.files import atomic_write, private_dir
 from ..engine.store import SessionStore, check_session_id, encode_record, log
 from .base import Lease, VersionConflict, lease_lost, yields_to
 
@@ -27,12 +27,17 @@ class FolderStorage(SessionStore):
     """One session's folder."""
 
     def __init__(self, folder: Path, session_id: str) -> None:
+        self._file_lock = FileLock(private_dir(folder) / "session.lock", mode=0o600)
         super().__init__(folder)
         self.session_id = session_id
         self.location = str(self.state_path)
-        self._file_lock = FileLock(self.folder / "session.lock", mode=0o600)
         self._uuids: dict[str, None] = {}  # stored entry uuids, in journal order
         self._indexed = 0  # journal bytes whose entry uuids are in _uuids
+
+    def remove_leftovers(self) -> None:
+        """Under the lock: another process's state writer is never mid-write then."""
+        with self._locked():
+            super().remove_leftovers()
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
