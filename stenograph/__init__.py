@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .engine.request import Request
     from .engine.session import Session
     from .engine.settings import HandlerSettings
+    from .engine.state import HandlerState, StateKey
     from .engine.sync import ConversationMismatch, Synced
 
 __version__ = "0.1.0"
@@ -67,6 +68,7 @@ _EXPORTS = {
     "HandlerError": ".engine.errors",
     "HandlerFailed": ".engine.events",
     "HandlerSettings": ".engine.settings",
+    "HandlerState": ".engine.state",
     "HistoryEdited": ".engine.events",
     "HistoryNotFollowed": ".engine.events",
     "HistoryTruncated": ".engine.events",
@@ -82,6 +84,7 @@ _EXPORTS = {
     "RequestViolation": ".engine.events",
     "Session": ".engine.session",
     "Slot": ".engine.engine",
+    "StateKey": ".engine.state",
     "StateReset": ".engine.events",
     "StenographError": ".engine.errors",
     "Synced": ".engine.sync",
@@ -113,6 +116,7 @@ __all__ = [
     "HistoryNotFollowed",
     "HistoryTruncated",
     "HandlerSettings",
+    "HandlerState",
     "ManualClock",
     "MemorizeSkipped",
     "NotesClientUnavailable",
@@ -125,6 +129,7 @@ __all__ = [
     "RequestViolation",
     "Session",
     "Slot",
+    "StateKey",
     "StateReset",
     "StenographError",
     "Synced",

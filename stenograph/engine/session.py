@@ -22,6 +22,7 @@ from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, St
 from .extraction import ExtractionDesk
 from .history import History
 from .request import Request
+from .state import Stash
 from .store import JOURNAL_BYTES, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
 from .tokens import encoding
@@ -83,11 +84,13 @@ class Session:
         self._background: dict[str, Worker] = {}
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
+        self.stash = Stash()  # live per-session values under typed keys, never saved
         self._closed = False
         self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
         self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
         self._load()
+        engine.bind_states(self)
         self.run_in_background(COUNTS, encoding)  # the tokenizer loads off the call path
         self.engine.dispatch("session_opened", self)
 
@@ -615,6 +618,11 @@ class Session:
                 self._reset("window", f"the saved request window is dropped ({exc})")
             return
         self._state["window"] = window
+
+    def state_reset(self, part: str, reason: str) -> None:
+        """A part of the saved state was not what it should be and is reset: a warning log
+        and a ``StateReset`` event name the file, the part and why."""
+        self._reset(part, reason)
 
     def _reset(self, part: str, reason: str) -> None:
         """Record that ``part`` of the saved state was reset; keep the file aside once."""
