@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from itertools import count
 from typing import Any
 
@@ -67,3 +69,15 @@ def open_session(
     session = engine.open_session("test", state_dir=state_dir, clock=clock)
     session.append({"role": "user", "content": "Fix the failing test."})
     return session, clock
+
+
+def run_cli(*args: str, cwd: Any = None, env: dict[str, str] | None = None):
+    """``python -m stenograph ARGS`` in a subprocess (text output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "stenograph", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+    )
