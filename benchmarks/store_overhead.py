@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchlib import machine
+
 import stenograph
 from stenograph.stores import open_store
 
@@ -129,6 +131,7 @@ def main() -> int:
         found = stores(Path(tmp))
         micros = per_call(found, calls)
         result: dict[str, Any] = {
+            "machine": machine(),
             "calls": calls,
             "per_call_us": {k: round(v, 1) for k, v in micros.items()},
             "vs_file": {k: round(v / micros["file"], 2) for k, v in micros.items()},
