@@ -156,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("preset", help="built-in preset name or .toml file")
     cmd.set_defaults(run=_check)
     _editor_commands(commands)
+    from .sessions import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -188,6 +191,7 @@ def _replay_command(
     kept = state_dir or "in memory"
     where = f"where session state is kept (default: {kept})"
     cmd.add_argument("--state-dir", default=state_dir, help=where)
+    cmd.add_argument("--store", metavar="URL", help="session store URL (beats --state-dir)")
     cmd.add_argument(
         "--record",
         type=int,
@@ -220,7 +224,12 @@ def _replay_with(args: argparse.Namespace, on_event: Any) -> ReplayReport:
 
     from .replay import replay
 
-    options = {"prices": args.prices, "record": args.record, "on_event": on_event}
+    options = {
+        "prices": args.prices,
+        "record": args.record,
+        "on_event": on_event,
+        "store": args.store,
+    }
     if args.json or not _err().is_terminal:
         return replay(args.transcript, args.preset, args.state_dir, **options)
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -23,6 +23,7 @@ from .handlers.inactivity_memorize import CacheTtlDetected, EntriesMemorized
 from .handlers.memory_compact import Compacted
 from .handlers.update_threshold import ThresholdDecision
 from .integrations.transcripts import Transcript, read_transcripts
+from .stores import Store, open_store
 
 REPLAY_SYSTEM = "You are a coding agent. (System prompt not recorded in the transcript.)"
 FORK_PROMPT = (resources.files("stenograph.handlers.forked_extraction") / "prompt.md").read_text(
@@ -97,6 +98,7 @@ def replay(
     progress: Progress | None = None,
     prices: str | Path | None = None,
     record: int | None = None,
+    store: str | Store | None = None,
     on_event: Callable[[Event], None] | None = None,
 ) -> ReplayReport:
     """Replay ``path``: for each assistant message, append the inputs before it, run
@@ -105,7 +107,8 @@ def replay(
     several conversations replays each in its own session (``record``: only that one,
     from 1). The session folder ``<state_dir>/replay-<name>`` is started afresh; the calls
     are priced with the price table (built in, updated by the file ``prices``);
-    ``on_event`` is given every event as it is recorded."""
+    ``on_event`` is given every event as it is recorded. ``store`` (a store URL) keeps the
+    sessions there instead of under ``state_dir``."""
     table = load_prices(prices)
     transcripts = read_transcripts(path, record)
     engine = Engine.from_preset(preset, overrides)
@@ -119,8 +122,9 @@ def replay(
         warnings=list(first.warnings),
         not_replayed=[o.to_json() for o in first.omitted],
     )
+    kept = open_store(store) if store is not None else state_dir
     for transcript in transcripts:
-        _replay_one(engine, transcript, state_dir, report, progress, on_event)
+        _replay_one(engine, transcript, kept, report, progress, on_event)
     if not report.calls:
         report.warnings.append(f"{path}: no model call to replay")
     report.economics = report.ledger.economics(table).to_json()
@@ -130,22 +134,29 @@ def replay(
 def _replay_one(
     engine: Engine,
     transcript: Transcript,
-    state_dir: str | Path | None,
+    kept: str | Path | Store | None,
     report: ReplayReport,
     progress: Progress | None,
     on_event: Callable[[Event], None] | None,
 ) -> None:
-    """Replay one conversation in a fresh session of its own."""
+    """Replay one conversation in a fresh session of its own (in the folder or store
+    ``kept``)."""
     session_id = session_id_for(Path(transcript.path))
     if transcript.record is not None:
         session_id += f"-{transcript.record}"
-    if state_dir is not None:
-        shutil.rmtree(Path(state_dir) / session_id, ignore_errors=True)
     clock = ManualClock(_first_time(transcript))
-    session = engine.open_session(session_id, state_dir=state_dir, clock=clock, on_event=on_event)
+    if isinstance(kept, Store):
+        kept.delete(session_id)
+        session = engine.open_session(session_id, store=kept, clock=clock, on_event=on_event)
+    else:
+        if kept is not None:
+            shutil.rmtree(Path(kept) / session_id, ignore_errors=True)
+        session = engine.open_session(session_id, state_dir=kept, clock=clock, on_event=on_event)
     report.ledger.new_conversation()
     if report.session_folder is None and session.folder is not None:
         report.session_folder = str(session.folder)
+    elif report.session_folder is None and session.store is not None:
+        report.session_folder = f"{session.store.url} session {session_id}"
     calls = report.calls
     try:
         _run(session, clock, transcript, report, progress)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["stenograph.testing.fixtures"]
+pytest_plugins = ["stenograph.testing.fixtures", "store_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from pluggy import HookImpl
@@ -20,9 +20,12 @@ from .errors import HandlerError, PluginError, PresetError
 from .events import Event, HandlerFailed
 from .handler import Handler
 from .presets import Preset, SlotSpec, load_preset
-from .session import Session
+from .session import LEASE_SECONDS, WAIT_SECONDS, Session
 from .settings import ResolvedSettings, SettingsResolver, env_prefix, env_warnings
 from .state import HandlerState, StateKey
+
+if TYPE_CHECKING:
+    from ..stores.base import Store
 
 log = logging.getLogger("stenograph.engine")
 ORDER_MARKERS = ("tryfirst", "trylast", "wrapper", "hookwrapper")
@@ -102,11 +105,19 @@ class Engine:
         clock: Clock | None = None,
         services: dict[str, Any] | None = None,
         on_event: Callable[[Event], None] | None = None,
+        *,
+        store: str | Path | Store | None = None,
+        lease_seconds: float = LEASE_SECONDS,
+        wait_seconds: float = WAIT_SECONDS,
     ) -> Session:
         """Open (or reopen, with its saved history and state) the session ``session_id``.
-        ``state_dir=None`` keeps everything in memory; ``services`` add to the engine's;
-        ``on_event`` is called with every event as it is recorded (on the thread that
-        records it)."""
+        ``store`` is a store URL (``file:DIR``, ``sqlite:///path.db``, ``postgresql://…``,
+        ``redis://…``) or a :class:`~stenograph.stores.Store`; without one, ``state_dir``
+        names the folder store (``None`` keeps everything in memory). A call holds the
+        session's lease for up to ``lease_seconds``; another worker waits up to
+        ``wait_seconds`` for it, then gets ``SessionBusy``. ``services`` add to the
+        engine's; ``on_event`` is called with every event as it is recorded (on the thread
+        that records it)."""
         return Session(
             self,
             session_id,
@@ -114,6 +125,9 @@ class Engine:
             clock=clock,
             services=services,
             on_event=on_event,
+            store=store,
+            lease_seconds=lease_seconds,
+            wait_seconds=wait_seconds,
         )
 
     @property

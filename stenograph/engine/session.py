@@ -23,12 +23,17 @@ from .extraction import ExtractionDesk
 from .history import History
 from .request import Request
 from .state import Stash
-from .store import JOURNAL_BYTES, SessionStore, check_session_id, encode_record
+from .store import JOURNAL_BYTES, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
 from .tokens import encoding
 
 if TYPE_CHECKING:
+    from ..stores.base import Lease, SessionStorage, Store
+
+if TYPE_CHECKING:
     from .engine import Engine
+LEASE_SECONDS = 120.0
+WAIT_SECONDS = 30.0
 
 log = logging.getLogger("stenograph.engine.session")
 CLOSE_WAIT_SECONDS = 15.0
@@ -46,7 +51,14 @@ class Session:
         clock: Clock | None = None,
         services: dict[str, Any] | None = None,
         on_event: Callable[[Event], None] | None = None,
+        store: str | Path | Store | None = None,
+        lease_seconds: float = LEASE_SECONDS,
+        wait_seconds: float = WAIT_SECONDS,
     ) -> None:
+        from ..stores import open_store
+        from ..stores.base import new_owner
+        from ..stores.folder import FolderStorage
+
         self.engine = engine
         self.on_event = on_event
         self.services: dict[str, Any] = {**engine.services, **(services or {})}
@@ -55,8 +67,17 @@ class Session:
         self.history = History()
         self.events: list[Event] = []
         self.last_request: dict[str, Any] | None = None
-        self.folder = Path(state_dir) / self.id if state_dir is not None else None
-        self._store = SessionStore(self.folder) if self.folder is not None else None
+        if store is None and state_dir is not None:
+            store = Path(state_dir)
+        self.store: Store | None = open_store(store) if store is not None else None
+        self._store: SessionStorage | None = self.store.session(self.id) if self.store else None
+        self.folder = self._store.folder if isinstance(self._store, FolderStorage) else None
+        self.lease_seconds, self.wait_seconds = lease_seconds, wait_seconds
+        self._owner = new_owner()
+        self._lease: Lease | None = None
+        self._position = 0  # the journal position this session has applied up to
+        self._state_version = 0
+        self._host_known = 0  # entries the host was shown at the end of the last call
         self._lock = threading.RLock()  # the phases; background work never takes it
         self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
@@ -78,9 +99,68 @@ class Session:
     def append(self, message: dict[str, Any]) -> Entry:
         """Append a message (user input, tool results, or a whole assistant turn)."""
         with self._lock:
+            self.begin()
             entry = make_entry(message, self.clock())
             self._add(entry)
             return entry
+
+    def begin(self, renew: bool = False) -> None:
+        """Take the session's lease for a call (waiting up to ``wait_seconds``, then
+        ``SessionBusy``) and catch up with what other workers stored. The host API calls
+        it; a call ends with :meth:`post_sampling` or :meth:`release`."""
+        with self._lock:
+            if self._store is None:
+                return
+            if self._lease is not None:
+                if renew:
+                    self._renew()
+                return
+            from ..stores.base import CALL, acquire_wait
+
+            self._lease = acquire_wait(
+                self._store, CALL, self._owner, self.lease_seconds, self.wait_seconds
+            )
+            self._catch_up()
+
+    def release(self) -> None:
+        """End the call: give the lease up (after a failed model call, say)."""
+        with self._lock:
+            lease, self._lease = self._lease, None
+            if lease is not None and self._store is not None:
+                self._store.release(lease)
+
+    def refresh(self) -> None:
+        """Catch up now with what other workers stored (no lease taken)."""
+        with self._lock:
+            if self._store is not None:
+                self._catch_up()
+
+    def check_host_list(self, roles: Sequence[str | None]) -> None:
+        """Refuse a host list (given by its messages' roles) that lacks entries other
+        workers appended since this worker last showed the session to its host: shorter
+        than the history, or parting from it where those entries are."""
+        known, history = self._host_known, self.history
+        if len(history) <= known:
+            return
+        if len(roles) >= len(history) and all(
+            roles[i] == history[i].role for i in range(known, len(history))
+        ):
+            return
+        from ..stores.base import StaleHistory
+
+        self.release()
+        raise StaleHistory(
+            f"session {self.id}: the host's list ({len(roles)} messages) lacks the"
+            f" {len(history) - known} entries other workers appended since this worker last"
+            " saw the session: reload it (session.conversation()) and retry; to cut the"
+            " history, call session.truncate(after=uuid)"
+        )
+
+    def conversation(self) -> list[dict[str, Any]]:
+        """The history as the host's message list (original content)."""
+        with self._lock:
+            self._host_known = len(self.history)
+            return [{"role": e.role, "content": copy.deepcopy(e.content)} for e in self.history]
 
     def sync(self, messages: Sequence[Any]) -> Synced:
         """Make the history hold exactly ``messages``, the host's whole conversation (the
@@ -92,6 +172,8 @@ class Session:
         history and none matches: another conversation is never taken for this one."""
         with self._lock:
             given = [self._host.plain(m) for m in messages]
+            self.begin()
+            self.check_host_list([m.get("role") for m in given])
             self._host.forget_except(given)
             todo = plan(self.history.entries, given, self._host)
             now = self.clock()
@@ -115,6 +197,7 @@ class Session:
         rewind. Persisted (a restart keeps it); the request window and the notes record
         go when the entries they name do. Returns how many entries were removed."""
         with self._lock:
+            self.begin()
             if after is not None and after not in self.history.by_uuid:
                 raise KeyError(f"session {self.id} has no entry {after!r}")
             keep = self.history.by_uuid[after].index + 1 if after is not None else 0
@@ -134,6 +217,7 @@ class Session:
     ) -> Request:
         """Run the pre-call phase; return the request for ``client.messages.create``."""
         with self._lock:
+            self.begin(renew=True)
             call = PreCallCall(
                 session=self,
                 now=self.clock(),
@@ -156,14 +240,18 @@ class Session:
         """Append the model's response (an anthropic ``Message`` or a dict), then run the
         post-sampling phase."""
         with self._lock:
-            now = self.clock()
-            entry = response_entry(response, now)
-            self._add(entry)
-            call = PostSamplingCall(
-                session=self, now=now, response=entry, request=self.last_request
-            )
-            self.engine.dispatch("post_sampling", self, call)
-            self._save_state_if_changed()
+            self.begin()
+            try:
+                now = self.clock()
+                entry = response_entry(response, now)
+                self._add(entry)
+                call = PostSamplingCall(
+                    session=self, now=now, response=entry, request=self.last_request
+                )
+                self.engine.dispatch("post_sampling", self, call)
+                self._save_state_if_changed()
+            finally:
+                self.release()
             return entry
 
     async def apre_call(self, **kwargs: Any) -> Request:
@@ -202,8 +290,7 @@ class Session:
             self.engine.dispatch("session_closing", self)
             self._closed = True
             if self._store is not None:
-                with self._state_lock:
-                    self._store.save_state(self._state)
+                self._save_on_close()
                 self._store.close()
 
     def __enter__(self) -> Session:
@@ -238,10 +325,13 @@ class Session:
         """The session notes last written: ``{"path", "upto_uuid"}`` (None before any)."""
         return self._state.get("notes")
 
-    def record_notes(self, path: str, upto_uuid: str) -> None:
+    def record_notes(self, path: str, upto_uuid: str, lease: Lease | None = None) -> None:
         """An extractor wrote the notes at ``path``, covering the history up to
-        ``upto_uuid`` (safe from a background thread; saved with the session state)."""
+        ``upto_uuid`` (safe from a background thread; journaled, fenced by the extraction
+        ``lease`` when given, so every worker sees it)."""
         notes = {"path": path, "upto_uuid": upto_uuid}
+        if self._store is not None:
+            self._store.append([{"op": "notes", **notes}], lease)
         self.update_state(lambda: self._state.__setitem__("notes", notes))
 
     def runtime_state(self, key: str) -> dict[str, Any]:
@@ -288,6 +378,7 @@ class Session:
         """Mark entries memorized; returns those newly marked (already marked are skipped)."""
         memo = {"keep": sorted(set(keep)), "reduce_inputs": bool(reduce_inputs)}
         with self._lock:
+            self.begin()
             marked = [e for e in entries if not e.memorized]
             if marked and self._store is not None:  # persisted first: a failed write is void
                 self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
@@ -300,6 +391,7 @@ class Session:
     def replace_sent_content(self, entry: Entry, content: str | list[dict[str, Any]]) -> None:
         """Send ``content`` for ``entry`` from now on; the history keeps the original."""
         with self._lock:
+            self.begin()
             sent = copy.deepcopy(content)
             self._journal({"op": "sent", "uuid": entry.uuid, "content": sent})
             entry.sent_content = sent
@@ -320,18 +412,21 @@ class Session:
         self._commit(entry, self._check(entry, self.history.by_uuid))
 
     @staticmethod
-    def _check(entry: Entry, known: Container[str]) -> bytes:
-        """The entry's journal line; an ``EntryError`` if it cannot be appended."""
+    def _check(entry: Entry, known: Container[str]) -> tuple[dict[str, Any], bytes]:
+        """The entry's journal record and line; an ``EntryError`` if it cannot be
+        appended."""
         if entry.uuid in known:
             raise EntryError(
                 f"uuid {entry.uuid!r}: an entry with this uuid is already in the history"
             )
-        return encode_record({"op": "append", "entry": entry.to_record()})
+        record = {"op": "append", "entry": entry.to_record()}
+        return record, encode_record(record)
 
-    def _commit(self, entry: Entry, line: bytes) -> None:
+    def _commit(self, entry: Entry, checked: tuple[dict[str, Any], bytes]) -> None:
         if self._store is not None:
-            self._store.write(line)
+            self._journal(*checked)
         self.history.add(entry)
+        self._host_known = len(self.history)
         if entry.content:
             self.run_in_background(COUNTS, functools.partial(self.history.count, entry))
         if entry.role == "assistant":
@@ -387,10 +482,62 @@ class Session:
                 raise RequestError(problems)
         return request
 
-    def _journal(self, record: dict[str, Any]) -> None:
-        line = encode_record(record)
-        if self._store is not None:
-            self._store.write(line)
+    def _journal(self, record: dict[str, Any], line: bytes | None = None) -> None:
+        if self._store is None:
+            encode_record(record)  # the same checks as a stored record
+            return
+        before, after = self._store.append(
+            [record], self._lease, None if line is None else [line]
+        )
+        if before == self._position:
+            self._position = after
+
+    def _renew(self) -> None:
+        """Extend the lease held; one taken over meanwhile is lost."""
+        from ..stores.base import CALL, lease_lost
+
+        assert self._store is not None and self._lease is not None
+        renewed = self._store.acquire(CALL, self._owner, self.lease_seconds)
+        if renewed is None or renewed.epoch != self._lease.epoch:
+            lease, self._lease = self._lease, None
+            if renewed is not None:
+                self._store.release(renewed)
+            raise lease_lost(lease, self._store.location, "another worker took the lease over")
+        self._lease = renewed
+
+    def _catch_up(self) -> None:
+        """Apply what was stored since this session last looked (journal, then state)."""
+        assert self._store is not None
+        records, self._position = self._store.read(self._position)
+        for record in records:
+            self._apply(record)
+        state, problem, version = self._store.load_state()
+        if version != self._state_version and not problem:
+            with self._state_lock:
+                self._state = {"handlers": {}}
+                self._load_state(state)
+                self._saved_state = copy.deepcopy(self._state)
+            self._state_version = version
+
+    def _save_on_close(self) -> None:
+        from ..stores.base import SessionBusy
+
+        try:
+            self.begin()
+        except SessionBusy as exc:
+            log.warning("session %s: state not saved on close (%s)", self.id, exc)
+            return
+        try:
+            with self._state_lock:
+                self._save_state()
+        finally:
+            self.release()
+
+    def _save_state(self) -> None:
+        assert self._store is not None
+        self._state_version = self._store.save_state(
+            self._state, self._state_version, self._lease
+        )
 
     def _save_state_if_changed(self) -> None:
         """Save when something other than the ``seen`` cursor changed (the cursor is saved
@@ -400,7 +547,7 @@ class Session:
         with self._state_lock:
             if _without_seen(self._state) == _without_seen(self._saved_state):
                 return
-            self._store.save_state(self._state)
+            self._save_state()
             self._saved_state = copy.deepcopy(self._state)
 
     def _load(self) -> None:
@@ -408,16 +555,18 @@ class Session:
         if self._store is None:
             return
         with paused_gc():
-            for record in self._store.read_journal():
+            records, self._position = self._store.read(0)
+            for record in records:
                 self._apply(record)
-        state, problem = self._store.read_state()
+        self._host_known = len(self.history)
+        state, problem, self._state_version = self._store.load_state()
         if problem:
             self._reset("state.json", f"unreadable ({problem})")
         behind = state.get(JOURNAL_BYTES)
-        if isinstance(behind, int) and behind > self._store.journal_size():
+        if isinstance(behind, int) and behind > self._store.position():
             self._reset(
                 "handlers",
-                f"the journal is shorter ({self._store.journal_size():,} bytes) than the state"
+                f"the journal is shorter ({self._store.position():,} bytes) than the state"
                 f" refers to ({behind:,} bytes): it lost records",
             )
             state = {k: v for k, v in state.items() if k != "handlers"}
@@ -480,7 +629,7 @@ class Session:
         assert self._store is not None
         if not hasattr(self, "_aside"):
             self._aside = self._store.keep_aside(f"{part}: {reason}")
-        path = str(self._store.state_path)
+        path = self._store.location
         log.warning("session %s: %s: %s reset: %s", self.id, path, part, reason)
         copy_path = str(self._aside) if self._aside else ""
         self.record(
@@ -492,11 +641,14 @@ class Session:
         try:
             if op == "append":
                 entry = entry_from_record(record["entry"])
+                if entry.uuid in self.history.by_uuid:
+                    return  # idempotent: a record this session wrote itself
                 self.history.add(entry)
                 if entry.role == "assistant":
                     self._last_response = entry
             elif op == "memorize":
                 marked = [self.history.by_uuid[uid] for uid in record["uuids"]]
+                marked = [e for e in marked if not e.memorized]
                 for entry in marked:
                     entry.memorized, entry.memo = True, record.get("memo")
                 self.history.refresh(*marked, memorized=True)
@@ -504,6 +656,10 @@ class Session:
                 entry = self.history.by_uuid[record["uuid"]]
                 entry.sent_content = record["content"]
                 self.history.refresh(entry)
+            elif op == "notes":
+                notes = {"path": record["path"], "upto_uuid": record["upto_uuid"]}
+                if notes["upto_uuid"] in self.history.by_uuid:
+                    self._state["notes"] = notes
             elif op == "edit":
                 entry = self.history.by_uuid[record["uuid"]]
                 _take_content(

@@ -98,7 +98,11 @@ class SessionStore:
         self._fd: int | None = None
         self._size = 0  # bytes of whole records in the journal
         self._dirty = False  # a failed write could not be cut back yet
-        remove_temp_files(folder, f".{self.state_path.name}.", ".tmp")
+        self.remove_leftovers()
+
+    def remove_leftovers(self) -> None:
+        """Delete the temp files a state writer killed mid-write left."""
+        remove_temp_files(self.folder, f".{self.state_path.name}.", ".tmp")
 
     def journal_size(self) -> int:
         """Bytes in the journal now."""

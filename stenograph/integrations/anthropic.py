@@ -71,16 +71,19 @@ class _Base:
         for key, value in kwargs.items():
             if not isinstance(value, _NOT_GIVEN):
                 (transport if key in TRANSPORT_KEYS else given)[key] = value
-        take_input(self._session, given.pop("messages", []))
-        keep = {k: given.pop(k) for k in ("max_tokens", "stream") if k in given}
-        request = self._session.pre_call(
-            model=given.pop("model"),
-            system=given.pop("system", None),
-            tools=given.pop("tools", None),
-            **given,
-        )
+        try:
+            take_input(self._session, given.pop("messages", []))
+            keep = {k: given.pop(k) for k in ("max_tokens", "stream") if k in given}
+            request = self._session.pre_call(
+                model=given.pop("model"),
+                system=given.pop("system", None),
+                tools=given.pop("tools", None),
+                **given,
+            )
+        except BaseException:
+            self._session.release()
+            raise
         return {**request, **keep}, transport  # type: ignore[dict-item]
-
 
 
 def take_input(session: Session, messages: Any) -> None:
@@ -96,7 +99,11 @@ class _Messages(_Base):
     def create(self, **kwargs: Any) -> Any:
         """``messages.create``, through the session."""
         request, transport = self._prepare(kwargs)
-        response = self._client.messages.create(**request, **transport)
+        try:
+            response = self._client.messages.create(**request, **transport)
+        except BaseException:
+            self._session.release()  # the next call, from any worker, may go ahead
+            raise
         if request.get("stream"):
             return _Stream(response, self._session)
         self._session.post_sampling(response)
@@ -114,7 +121,11 @@ class _AsyncMessages(_Base):
     async def create(self, **kwargs: Any) -> Any:
         """``messages.create``, through the session."""
         request, transport = await self._session.arun_phase("pre_call", self._prepare, kwargs)
-        response = await self._client.messages.create(**request, **transport)
+        try:
+            response = await self._client.messages.create(**request, **transport)
+        except BaseException:
+            self._session.release()
+            raise
         if request.get("stream"):
             return _AsyncStream(response, self._session)
         await self._session.apost_sampling(response)

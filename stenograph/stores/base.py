@@ -1,0 +1,223 @@
+"""The store seam: what a session needs from where it is kept, declared as Protocols.
+
+A :class:`Store` holds many sessions; :meth:`Store.session` gives one session's
+:class:`SessionStorage`. Every implementation keeps the same guarantees (the conformance
+suite in the tests runs against each): leases with epochs that only increase (fencing),
+appends idempotent by entry uuid, ordered and gap-free, state and notes replaced by
+compare-and-swap, at most one extraction lease per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..engine.errors import StenographError
+
+CALL = "call"
+EXTRACTION = "extraction"
+KINDS = (CALL, EXTRACTION)
+
+
+class StoreError(StenographError):
+    """A store URL or a store's content is unusable; the message names which."""
+
+
+class SessionBusy(StenographError):
+    """Another worker held the session's lease for longer than this one would wait."""
+
+
+class LeaseLost(StenographError):
+    """A write under a lease that expired or was taken over: newer work is not overwritten."""
+
+
+class StaleHistory(StenographError, ValueError):
+    """The host's list lacks entries another worker appended: reload and retry."""
+
+
+class VersionConflict(StenographError):
+    """A compare-and-swap found a newer version than the one it expected."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A time-bound right to write one session (``kind`` ``call`` or ``extraction``);
+    ``epoch`` grows by one each time a new owner takes it."""
+
+    session_id: str
+    kind: str
+    owner: str
+    epoch: int
+    expires: float
+
+
+def new_owner() -> str:
+    """A lease owner name unique across machines and processes (``host:pid:random``)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def yields_to(holder: str, owner: str) -> bool:
+    """Whether ``holder``'s live lease goes to ``owner``: the same owner renews, a
+    session opened again in the same process takes over from the older object (which
+    then gets ``LeaseLost``), and so does anyone when the holder's process on this host
+    is gone; a live lease of another process is waited for."""
+    if holder == owner or holder.rsplit(":", 1)[0] == owner.rsplit(":", 1)[0]:
+        return True
+    return _dead_here(holder)
+
+
+def _dead_here(holder: str) -> bool:
+    """A holder on this host whose process is gone (killed): its lease is not waited for."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+@runtime_checkable
+class Notes(Protocol):
+    """One notes text, replaced only by compare-and-swap."""
+
+    label: str  # what the fork and the summaries call it (a path for the folder store)
+
+    def read(self) -> tuple[str, Any]:
+        """The text ('' when there is none) and its version (opaque)."""
+
+    def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
+        """Replace the text if it is still at ``version`` (``NotesConflict`` if not);
+        ``lease`` (an extraction lease) fences the write. Returns the new version."""
+
+
+@runtime_checkable
+class SessionStorage(Protocol):
+    """What one session is kept in. Positions order the journal: ``read(after)`` returns
+    the records written after position ``after``."""
+
+    session_id: str
+    location: str  # names the session's state in messages (a file, a URL)
+
+    def acquire(self, kind: str, owner: str, seconds: float) -> Lease | None:
+        """Take (or renew) the lease ``kind`` for ``seconds``; None when another owner
+        holds it unexpired."""
+
+    def release(self, lease: Lease) -> None:
+        """Give the lease up (nothing happens if it is no longer ``lease``)."""
+
+    def append(
+        self,
+        records: list[dict[str, Any]],
+        lease: Lease | None,
+        lines: list[bytes] | None = None,
+    ) -> tuple[int, int]:
+        """Append journal records in order, all or nothing; an ``append`` record whose
+        entry uuid is already stored is skipped. Raises ``LeaseLost`` unless ``lease``
+        is current. ``lines`` are the records encoded, when the caller has them. Returns
+        the positions (before, after) the records took."""
+
+    def read(self, after: int) -> tuple[list[dict[str, Any]], int]:
+        """The records after position ``after`` and the position after them."""
+
+    def position(self) -> int:
+        """The position after the last record."""
+
+    def load_state(self) -> tuple[dict[str, Any], str | None, int]:
+        """The saved state, why it was unusable (or None), its version (0: none)."""
+
+    def save_state(self, state: dict[str, Any], expected: int, lease: Lease | None) -> int:
+        """Replace the state if it is at version ``expected`` (``VersionConflict`` if
+        not; ``LeaseLost`` unless ``lease`` is current); the new version."""
+
+    def keep_aside(self, reason: str) -> str | None:
+        """Keep a copy of unusable state for the user; where it is."""
+
+    def notes(self, label: str, template: str) -> Notes:
+        """The notes called ``label`` (created from ``template`` on first write)."""
+
+    def set_pending(self, job: dict[str, Any]) -> None:
+        """File an extraction job; it replaces one not taken yet (coalescing)."""
+
+    def take_pending(self, lease: Lease) -> dict[str, Any] | None:
+        """The pending job, removed, for the holder of the extraction ``lease``."""
+
+    def close(self) -> None:
+        """Release what this object holds open."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where sessions are kept, named by a URL."""
+
+    url: str
+
+    def session(self, session_id: str) -> SessionStorage:
+        """The storage of one session (created on first write)."""
+
+    def sessions(self) -> list[str]:
+        """The ids of the stored sessions, sorted."""
+
+    def delete(self, session_id: str) -> bool:
+        """Remove every trace of a session; whether there was one."""
+
+    def close(self) -> None:
+        """Close connections."""
+
+
+def acquire_wait(
+    storage: SessionStorage, kind: str, owner: str, seconds: float, wait: float
+) -> Lease:
+    """The lease, waiting up to ``wait`` seconds for another owner to give it up."""
+    deadline = time.monotonic() + wait
+    for pause in _backoff():
+        lease = storage.acquire(kind, owner, seconds)
+        if lease is not None:
+            return lease
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SessionBusy(
+                f"session {storage.session_id} ({storage.location}): another worker holds"
+                f" its {kind} lease; waited {wait:g} s (set wait_seconds= on open_session)"
+            )
+        time.sleep(min(pause, left))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _backoff() -> Iterator[float]:
+    pause = 0.002
+    while True:
+        yield pause * (0.5 + secrets.randbelow(1000) / 1000)
+        pause = min(pause * 1.5, 0.05)
+
+
+def parse_state(body: str | None, version: int) -> tuple[dict[str, Any], str | None, int]:
+    """A stored state text as ``load_state`` returns it (empty when there is none)."""
+    if body is None:
+        return {}, None, version
+    try:
+        state = json.loads(body)
+    except ValueError as exc:
+        return {}, f"{type(exc).__name__}: {exc}", version
+    if not isinstance(state, dict):
+        return {}, f"the top level is {type(state).__name__}, not an object", version
+    return state, None, version
+
+
+def lease_lost(lease: Lease | None, location: str, why: str) -> LeaseLost:
+    """The error for a write refused by fencing."""
+    held = f"epoch {lease.epoch} of {lease.owner}" if lease else "no lease"
+    return LeaseLost(
+        f"{location}: write refused, {why} (this worker held {held}); newer work by another"
+        " worker is kept: reopen or retry the call"
+    )

@@ -1,0 +1,302 @@
+"""The folder store (``file:DIR``, the default): one folder per session holding the journal
+(``journal.jsonl``), the state (``state.json``), the notes file, and the leases
+(``lease.json``); every fenced step runs under an exclusive lock of ``session.lock``, so
+several processes on one host share a session safely."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from ..engine.files import atomic_write, private_dir
+from ..engine.store import SessionStore, check_session_id, encode_record, log
+from .base import Lease, VersionConflict, lease_lost, yields_to
+
+STATE_VERSION_KEY = "stateVersion"
+
+
+class FolderStorage(SessionStore):
+    """One session's folder."""
+
+    def __init__(self, folder: Path, session_id: str) -> None:
+        self._file_lock = FileLock(private_dir(folder) / "session.lock", mode=0o600)
+        super().__init__(folder)
+        self.session_id = session_id
+        self.location = str(self.state_path)
+        self._uuids: dict[str, None] = {}  # stored entry uuids, in journal order
+        self._indexed = 0  # journal bytes whose entry uuids are in _uuids
+
+    def remove_leftovers(self) -> None:
+        """Under the lock: another process's state writer is never mid-write then."""
+        with self._locked():
+            super().remove_leftovers()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The session's exclusive lock across processes (reentrant)."""
+        with self._file_lock:
+            yield
+
+    # leases ----------------------------------------------------------------------------
+
+    def _leases(self) -> dict[str, Any]:
+        try:
+            found = json.loads((self.folder / "lease.json").read_bytes())
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    def _write_leases(self, leases: dict[str, Any]) -> None:
+        tmp = self.folder / "lease.json.new"
+        tmp.write_text(json.dumps(leases), encoding="utf-8")
+        os.replace(tmp, self.folder / "lease.json")  # no fsync: a lease need not outlive a crash
+
+    def acquire(self, kind: str, owner: str, seconds: float) -> Lease | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        with self._locked():
+            leases, now = self._leases(), time.time()
+            held = leases.get(kind) or {}
+            live = held.get("expires", 0) > now
+            if live and not yields_to(held.get("owner", ""), owner):
+                return None
+            epoch = int(held.get("epoch", 0)) + (0 if live and held.get("owner") == owner else 1)
+            leases[kind] = {"owner": owner, "epoch": epoch, "expires": now + seconds}
+            self._write_leases(leases)
+            return Lease(self.session_id, kind, owner, epoch, now + seconds)
+
+    def release(self, lease: Lease) -> None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        with self._locked():
+            leases = self._leases()
+            held = leases.get(lease.kind) or {}
+            if held.get("epoch") == lease.epoch and held.get("owner") == lease.owner:
+                leases[lease.kind] = {**held, "owner": "", "expires": 0}
+                self._write_leases(leases)
+
+    def _check(self, lease: Lease | None) -> None:
+        if lease is None:
+            return
+        held = self._leases().get(lease.kind) or {}
+        if held.get("epoch") != lease.epoch or held.get("owner") != lease.owner:
+            raise lease_lost(lease, self.location, f"epoch {held.get('epoch')} took over")
+        if held.get("expires", 0) <= time.time():
+            raise lease_lost(lease, self.location, "the lease expired")
+
+    # journal ---------------------------------------------------------------------------
+
+    def append(  # type: ignore[override]
+        self,
+        records: list[dict[str, Any]],
+        lease: Lease | None,
+        lines: list[bytes] | None = None,
+    ) -> tuple[int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        if lines is None:
+            lines = [encode_record(r) for r in records]  # checked before anything is written
+        with self._locked():
+            self._check(lease)
+            fd = self._open()
+            before = self._size = os.fstat(fd).st_size
+            if self._indexed < before:
+                self.read(self._indexed)
+            several = len(records) > 1 or records[0].get("op") == "truncate"
+            uuids = dict(self._uuids) if several else None  # changed only once written
+            fresh, kept = [], []
+            for line, record in zip(lines, records, strict=True):
+                uuid = _entry_uuid(record)
+                if uuid is not None and uuid in (self._uuids if uuids is None else uuids):
+                    continue  # stored already: a retry
+                fresh.append(line)
+                kept.append(record)
+                if uuids is not None:
+                    index_uuids(uuids, [record])
+            if fresh:
+                self.write(b"".join(fresh))
+                if uuids is None:
+                    index_uuids(self._uuids, kept)
+                else:
+                    self._uuids = uuids
+                self._indexed = self._size
+            return before, self._size
+
+    def read(self, after: int) -> tuple[list[dict[str, Any]], int]:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        try:
+            with self._locked(), self.journal_path.open("rb") as handle:
+                handle.seek(after)
+                data = handle.read()  # under the lock: a line without its end is torn
+        except FileNotFoundError:
+            return [], 0
+        records = []
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError) as exc:
+                log.warning(
+                    "%s: skipped a corrupt journal line (%s)", self.journal_path, type(exc).__name__
+                )
+                continue
+            if isinstance(record, dict) and "op" in record:
+                records.append(record)
+        end = after + len(data)
+        if after == self._indexed:
+            index_uuids(self._uuids, records)
+            self._indexed = end
+        return records, end
+
+    def position(self) -> int:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        return self.journal_size()
+
+    # state -----------------------------------------------------------------------------
+
+    def load_state(self) -> tuple[dict[str, Any], str | None, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        state, problem = self.read_state()
+        return state, problem, _version(state)
+
+    def save_state(  # type: ignore[override]
+        self, state: dict[str, Any], expected: int = 0, lease: Lease | None = None
+    ) -> int:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        with self._locked():
+            self._check(lease)
+            current = _version(self.read_state()[0])
+            if current != expected:
+                raise VersionConflict(
+                    f"{self.state_path}: the state is at version {current}, not {expected}"
+                )
+            super().save_state({**state, STATE_VERSION_KEY: expected + 1})
+            return expected + 1
+
+    def keep_aside(self, reason: str) -> str | None:  # type: ignore[override]
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        aside = super().keep_aside(reason)
+        return str(aside) if aside else None
+
+    # notes and extraction jobs ---------------------------------------------------------
+
+    def notes(self, label: str, template: str) -> FileNotes:
+        """The notes file ``label`` (relative to the session folder)."""
+        path = Path(label)
+        return FileNotes(path if path.is_absolute() else self.folder / path, template, self)
+
+    def set_pending(self, job: dict[str, Any]) -> None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        with self._locked():
+            atomic_write(self.folder / "pending.json", json.dumps(job))
+
+    def take_pending(self, lease: Lease) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        path = self.folder / "pending.json"
+        with self._locked():
+            self._check(lease)
+            try:
+                job = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                return None
+            path.unlink(missing_ok=True)
+            return job if isinstance(job, dict) else None
+
+    def close(self) -> None:
+        """Close the journal."""
+        super().close()
+
+
+class FileNotes:
+    """A notes file; its version is its content (the compare of a compare-and-swap)."""
+
+    def __init__(self, path: Path, template: str, storage: FolderStorage | None = None) -> None:
+        from ..handlers.forked_extraction.memory_file import MemoryFile
+
+        self.memory = MemoryFile(path, template)
+        self.label = str(path)
+        self._storage = storage
+
+    def read(self) -> tuple[str, Any]:
+        """The text (the template once created) and its version."""
+        self.memory.ensure()
+        text = self.memory.read()
+        return text, text
+
+    def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
+        """Replace the file if it still holds ``version``."""
+        if self._storage is None or lease is None:
+            self.memory.replace(version, text)
+            return text
+        with self._storage._locked():
+            self._storage._check(lease)
+            self.memory.replace(version, text)
+        return text
+
+
+class FolderStore:
+    """``file:DIR``: a folder per session under ``root``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.url = f"file:{self.root}"
+
+    def session(self, session_id: str) -> FolderStorage:
+        """See :class:`~stenograph.stores.base.Store`."""
+        return FolderStorage(self.root / check_session_id(session_id), session_id)
+
+    def sessions(self) -> list[str]:
+        """See :class:`~stenograph.stores.base.Store`."""
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.root.iterdir()
+            if p.is_dir() and ((p / "journal.jsonl").exists() or (p / "state.json").exists())
+        )
+
+    def delete(self, session_id: str) -> bool:
+        """See :class:`~stenograph.stores.base.Store`."""
+        folder = self.root / check_session_id(session_id)
+        if not folder.is_dir():
+            return False
+        shutil.rmtree(folder)
+        return True
+
+    def close(self) -> None:
+        """Nothing is held open by the store itself."""
+
+
+def index_uuids(uuids: dict[str, None], records: list[dict[str, Any]]) -> None:
+    """Follow ``records`` in the ordered set of stored entry uuids: an append adds its
+    entry's, a truncate frees those of the entries it removed (their names are reusable)."""
+    for record in records:
+        uuid = _entry_uuid(record)
+        if uuid is not None:
+            uuids[uuid] = None
+        elif record.get("op") == "truncate":
+            after = record.get("after")
+            if after is not None and after not in uuids:
+                continue
+            order = list(uuids)
+            for gone in order[order.index(after) + 1 if after is not None else 0 :]:
+                del uuids[gone]
+
+
+def _entry_uuid(record: dict[str, Any]) -> str | None:
+    if record.get("op") != "append":
+        return None
+    entry = record.get("entry")
+    uuid = entry.get("uuid") if isinstance(entry, dict) else None
+    return uuid if isinstance(uuid, str) else None
+
+
+def _version(state: dict[str, Any]) -> int:
+    version = state.get(STATE_VERSION_KEY, 0)
+    return version if isinstance(version, int) and version >= 0 else 0

@@ -1,0 +1,434 @@
+"""What the SQL stores share: four tables (sessions, records, leases, notes) and every
+step in one transaction that first serializes on the session (SQLite: ``BEGIN
+IMMEDIATE``; PostgreSQL: a transaction-scoped advisory lock)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
+from .base import Lease, VersionConflict, lease_lost, parse_state, yields_to
+
+log = logging.getLogger("stenograph.stores.sql")
+T = TypeVar("T")
+TABLES = ("sg_records", "sg_leases", "sg_notes", "sg_sessions")
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sg_sessions (
+    id TEXT PRIMARY KEY, state TEXT, version {int} NOT NULL DEFAULT 0, pending TEXT);
+CREATE TABLE IF NOT EXISTS sg_records (
+    session TEXT NOT NULL, seq {int} NOT NULL, uuid TEXT, body TEXT NOT NULL,
+    PRIMARY KEY (session, seq), UNIQUE (session, uuid));
+CREATE TABLE IF NOT EXISTS sg_leases (
+    session TEXT NOT NULL, kind TEXT NOT NULL, owner TEXT NOT NULL, epoch {int} NOT NULL,
+    expires {real} NOT NULL, PRIMARY KEY (session, kind));
+CREATE TABLE IF NOT EXISTS sg_notes (
+    session TEXT NOT NULL, label TEXT NOT NULL, text TEXT NOT NULL, version {int} NOT NULL,
+    PRIMARY KEY (session, label));
+"""
+
+
+class SqlStore:
+    """A store on one SQL connection (shared, under a lock, by the sessions it opened)."""
+
+    url: str
+    placeholder = "?"
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._conn: Any = None
+
+    # what a dialect provides -----------------------------------------------------------
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self, conn: Any, write: bool) -> Any:
+        """Start a transaction (one that will write when ``write``); returns a cursor."""
+        raise NotImplementedError
+
+    def _serialize(self, cur: Any, session_id: str) -> None:
+        """Make concurrent writers of one session wait for each other (in the transaction)."""
+
+    def _now(self, cur: Any) -> float:
+        return time.time()
+
+    def _retryable(self, exc: BaseException) -> bool:
+        return False
+
+    # plumbing --------------------------------------------------------------------------
+
+    def _sql(self, text: str) -> str:
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+    @contextmanager
+    def tx(self, session_id: str | None = None) -> Iterator[Any]:
+        """One transaction (serialized on ``session_id`` when given)."""
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._connect()
+            cur = self._begin(self._conn, session_id is not None)
+            try:
+                if session_id is not None:
+                    self._serialize(cur, session_id)
+                yield cur
+            except BaseException:
+                self._rollback()
+                raise
+            self._commit()
+
+    def _commit(self) -> None:
+        self._conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")
+        except Exception:  # a dead connection: reconnect next time
+            self._drop()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                log.debug("closing a broken connection failed", exc_info=True)
+
+    def run(self, session_id: str | None, step: Callable[[Any], T]) -> T:
+        """``step(cursor)`` in a transaction; a lost connection is reopened and the step
+        retried (for up to 30 s), which is safe: appends are idempotent by uuid."""
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                with self.tx(session_id) as cur:
+                    return step(cur)
+            except Exception as exc:
+                if not self._retryable(exc) or time.monotonic() > deadline:
+                    raise
+                log.warning("%s: connection lost (%s); retrying", self.url, exc)
+                self._drop()
+                time.sleep(0.2)
+
+    def fetchone(self, cur: Any, text: str, *args: Any) -> Any:
+        cur.execute(self._sql(text), args)
+        return cur.fetchone()
+
+    def execute(self, cur: Any, text: str, *args: Any) -> None:
+        cur.execute(self._sql(text), args)
+
+    # Store -----------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SqlStorage:
+        """See :class:`~stenograph.stores.base.Store`."""
+        return SqlStorage(self, check_session_id(session_id))
+
+    def sessions(self) -> list[str]:
+        """See :class:`~stenograph.stores.base.Store`."""
+
+        def step(cur: Any) -> list[str]:
+            cur.execute("SELECT id FROM sg_sessions UNION SELECT session FROM sg_records")
+            return sorted({row[0] for row in cur.fetchall()})
+
+        return self.run(None, step)
+
+    def delete(self, session_id: str) -> bool:
+        """See :class:`~stenograph.stores.base.Store`."""
+
+        def step(cur: Any) -> bool:
+            found = False
+            for table in TABLES:
+                column = "id" if table == "sg_sessions" else "session"
+                cur.execute(self._sql(f"DELETE FROM {table} WHERE {column} = ?"), (session_id,))
+                found = found or cur.rowcount > 0
+            return found
+
+        return self.run(session_id, step)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._drop()
+
+
+class SqlStorage:
+    """One session in a SQL store."""
+
+    def __init__(self, store: SqlStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.location = f"{store.url} session {session_id}"
+
+    def _run(self, step: Callable[[Any], T]) -> T:
+        return self.store.run(self.session_id, step)
+
+    def _one(self, cur: Any, text: str, *args: Any) -> Any:
+        return self.store.fetchone(cur, text, self.session_id, *args)
+
+    def _exec(self, cur: Any, text: str, *args: Any) -> None:
+        self.store.execute(cur, text, self.session_id, *args)
+
+    # leases ----------------------------------------------------------------------------
+
+    def acquire(self, kind: str, owner: str, seconds: float) -> Lease | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+
+        def step(cur: Any) -> Lease | None:
+            now = self.store._now(cur)
+            row = self._one(
+                cur,
+                "SELECT owner, epoch, expires FROM sg_leases WHERE session = ? AND kind = ?",
+                kind,
+            )
+            epoch = 1
+            if row is not None:
+                holder, held_epoch, expires = row
+                live = expires > now
+                if live and not yields_to(holder, owner):
+                    return None
+                epoch = held_epoch + (0 if live and holder == owner else 1)
+            self._exec(
+                cur,
+                "INSERT INTO sg_leases (session, kind, owner, epoch, expires)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session, kind)"
+                " DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch,"
+                " expires = excluded.expires",
+                kind,
+                owner,
+                epoch,
+                now + seconds,
+            )
+            return Lease(self.session_id, kind, owner, epoch, now + seconds)
+
+        return self._run(step)
+
+    def release(self, lease: Lease) -> None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        self._run(
+            lambda cur: self._exec(
+                cur,
+                "UPDATE sg_leases SET owner = '', expires = 0"
+                " WHERE session = ? AND kind = ? AND epoch = ? AND owner = ?",
+                lease.kind,
+                lease.epoch,
+                lease.owner,
+            )
+        )
+
+    def check(self, cur: Any, lease: Lease | None) -> None:
+        """Fencing: raise ``LeaseLost`` unless ``lease`` is the current, unexpired one."""
+        if lease is None:
+            return
+        row = self._one(
+            cur,
+            "SELECT owner, epoch, expires FROM sg_leases WHERE session = ? AND kind = ?",
+            lease.kind,
+        )
+        if row is None or row[1] != lease.epoch or row[0] != lease.owner:
+            raise lease_lost(lease, self.location, f"epoch {row and row[1]} took over")
+        if row[2] <= self.store._now(cur):
+            raise lease_lost(lease, self.location, "the lease expired")
+
+    # journal ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: list[dict[str, Any]],
+        lease: Lease | None,
+        lines: list[bytes] | None = None,
+    ) -> tuple[int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        lines = lines or [encode_record(r) for r in records]
+        rows = [
+            (line.decode("utf-8").rstrip("\n"), _uuid(r))
+            for line, r in zip(lines, records, strict=True)
+        ]
+
+        def step(cur: Any) -> tuple[int, int]:
+            self.check(cur, lease)
+            before = seq = self._last(cur)
+            for (body, uuid), record in zip(rows, records, strict=True):
+                if record.get("op") == "truncate":
+                    self._free_uuids(cur, record.get("after"))
+                if uuid is not None and self._one(
+                    cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
+                ):
+                    continue
+                seq += 1
+                self._exec(
+                    cur,
+                    "INSERT INTO sg_records (session, seq, uuid, body) VALUES (?, ?, ?, ?)",
+                    seq,
+                    uuid,
+                    body,
+                )
+            return before, seq
+
+        return self._run(step)
+
+    def _free_uuids(self, cur: Any, after: str | None) -> None:
+        """A truncate frees the uuids of the entries it removes (they may be used again)."""
+        start = 0
+        if after is not None:
+            row = self._one(cur, "SELECT seq FROM sg_records WHERE session = ? AND uuid = ?", after)
+            if row is None:
+                return
+            start = row[0]
+        self._exec(
+            cur,
+            "UPDATE sg_records SET uuid = NULL WHERE session = ? AND seq > ? AND uuid IS NOT NULL",
+            start,
+        )
+
+    def _last(self, cur: Any) -> int:
+        return int(
+            self._one(cur, "SELECT COALESCE(MAX(seq), 0) FROM sg_records WHERE session = ?")[0]
+        )
+
+    def read(self, after: int) -> tuple[list[dict[str, Any]], int]:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+
+        def step(cur: Any) -> tuple[list[dict[str, Any]], int]:
+            self.store.execute(
+                cur,
+                "SELECT seq, body FROM sg_records WHERE session = ? AND seq > ? ORDER BY seq",
+                self.session_id,
+                after,
+            )
+            rows = cur.fetchall()
+            return [json.loads(body) for _, body in rows], (rows[-1][0] if rows else after)
+
+        return self.store.run(None, step)
+
+    def position(self) -> int:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        return self.store.run(None, self._last)
+
+    # state -----------------------------------------------------------------------------
+
+    def load_state(self) -> tuple[dict[str, Any], str | None, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        row = self.store.run(
+            None, lambda cur: self._one(cur, "SELECT state, version FROM sg_sessions WHERE id = ?")
+        )
+        return parse_state(row[0], int(row[1])) if row else ({}, None, 0)
+
+    def save_state(self, state: dict[str, Any], expected: int, lease: Lease | None) -> int:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+
+        def step(cur: Any) -> int:
+            self.check(cur, lease)
+            row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
+            current = int(row[0]) if row else 0
+            if current != expected:
+                raise VersionConflict(
+                    f"{self.location}: the state is at version {current}, not {expected}"
+                )
+            body = json.dumps({**state, JOURNAL_BYTES: self._last(cur)}, ensure_ascii=False)
+            self._exec(
+                cur,
+                "INSERT INTO sg_sessions (id, state, version) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+                " version = excluded.version",
+                body,
+                expected + 1,
+            )
+            return expected + 1
+
+        return self._run(step)
+
+    def keep_aside(self, reason: str) -> str | None:
+        """See :class:`~stenograph.stores.base.SessionStorage` (the row stays as it is)."""
+        log.warning("%s: %s; the stored state is left as it is", self.location, reason)
+        return None
+
+    # notes and extraction jobs ---------------------------------------------------------
+
+    def notes(self, label: str, template: str) -> SqlNotes:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        return SqlNotes(self, label, template)
+
+    def set_pending(self, job: dict[str, Any]) -> None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        self._run(
+            lambda cur: self._exec(
+                cur,
+                "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
+                " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
+                json.dumps(job),
+            )
+        )
+
+    def take_pending(self, lease: Lease) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+
+        def step(cur: Any) -> dict[str, Any] | None:
+            self.check(cur, lease)
+            row = self._one(cur, "SELECT pending FROM sg_sessions WHERE id = ?")
+            if row is None or row[0] is None:
+                return None
+            self._exec(cur, "UPDATE sg_sessions SET pending = NULL WHERE id = ?")
+            job: dict[str, Any] = json.loads(row[0])
+            return job
+
+        return self._run(step)
+
+    def close(self) -> None:
+        """The connection belongs to the store."""
+
+
+class SqlNotes:
+    """Notes in ``sg_notes``, versioned by a counter."""
+
+    def __init__(self, storage: SqlStorage, label: str, template: str) -> None:
+        self.storage, self.label, self.template = storage, label, template
+
+    def read(self) -> tuple[str, Any]:
+        """The text (the template before any write) and its version."""
+        row = self.storage.store.run(
+            None,
+            lambda cur: self.storage._one(
+                cur,
+                "SELECT text, version FROM sg_notes WHERE session = ? AND label = ?",
+                self.label,
+            ),
+        )
+        return (row[0], int(row[1])) if row else (self.template, 0)
+
+    def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
+        """Replace the notes if they are still at ``version``."""
+        from ..handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
+
+        MemoryFile(Path(self.label), self.template).check(text)
+
+        def step(cur: Any) -> int:
+            self.storage.check(cur, lease)
+            row = self.storage._one(
+                cur, "SELECT version FROM sg_notes WHERE session = ? AND label = ?", self.label
+            )
+            current = int(row[0]) if row else 0
+            if current != version:
+                raise NotesConflict(f"{self.label} (version {current}, not {version})")
+            self.storage._exec(
+                cur,
+                "INSERT INTO sg_notes (session, label, text, version) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session, label) DO UPDATE SET text = excluded.text,"
+                " version = excluded.version",
+                self.label,
+                text,
+                current + 1,
+            )
+            return current + 1
+
+        return self.storage._run(step)
+
+
+def _uuid(record: dict[str, Any]) -> str | None:
+    entry = record.get("entry") if record.get("op") == "append" else None
+    uuid = entry.get("uuid") if isinstance(entry, dict) else None
+    return uuid if isinstance(uuid, str) else None
