@@ -29,7 +29,7 @@ from .engine.events import (
 )
 from .engine.extraction import ExtractionRequest
 from .engine.guard import check_pairing, check_request
-from .engine.handler import Handler
+from .engine.handler import Handler, HandlerState
 from .engine.hookspecs import hookimpl
 from .engine.session import Session
 from .engine.settings import HandlerSettings
@@ -56,6 +56,7 @@ __all__ = [
     "HistoryEdited",
     "HistoryTruncated",
     "HandlerSettings",
+    "HandlerState",
     "ManualClock",
     "MemorizeSkipped",
     "PluginError",

@@ -67,3 +67,11 @@ def open_session(
     session = engine.open_session("test", state_dir=state_dir, clock=clock)
     session.append({"role": "user", "content": "Fix the failing test."})
     return session, clock
+
+
+def talk(session: stenograph.Session, rounds: int, words: int) -> None:
+    """``rounds`` of: a user question of ``words`` words, pre_call, a text answer."""
+    for i in range(rounds):
+        session.append({"role": "user", "content": f"question {i} " + "word " * words})
+        session.pre_call(model="m")
+        session.post_sampling(text_reply(f"answer {i}"))

@@ -13,6 +13,8 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from .background import Worker
 from .clock import Clock, system_clock
 from .collector import paused_gc
@@ -411,13 +413,19 @@ class Session:
         if not isinstance(handlers, dict):
             self._reset("handlers", f"'handlers' is {type(handlers).__name__}, not an object")
             handlers = {}
+        slots = {slot.state_key: slot for slot in self.engine.slots}
         for key, value in handlers.items():
             if isinstance(value, dict):
                 self._state["handlers"][key] = value
-            else:
-                self._reset(
-                    f"handlers.{key}", f"the state is {type(value).__name__}, not an object"
-                )
+                continue
+            slot = slots.get(key)
+            self._reset(
+                f"handlers.{key}",
+                f"the state is {type(value).__name__}, not an object",
+                handler=slot.name if slot else "",
+                slot=slot.index if slot else -1,
+            )
+        self._check_handler_states()
         seen = state.get("seen", 0)
         self._state["seen"] = (
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
@@ -431,6 +439,24 @@ class Session:
         window = state.get("window")
         if window is not None:
             self._load_window(window)
+
+    def _check_handler_states(self) -> None:
+        """Each slot's saved state checked against its handler's ``State`` model; a state
+        that does not fit is reset (``StateReset`` naming the slot and the fields)."""
+        states = self._state["handlers"]
+        for slot in self.engine.slots:
+            model, saved = slot.handler.State, states.get(slot.state_key)
+            if model is None or saved is None:
+                continue
+            try:
+                checked = model.model_validate(saved)
+            except ValidationError as exc:
+                del states[slot.state_key]
+                self._reset(
+                    f"handlers.{slot.state_key}", _fields(exc), handler=slot.name, slot=slot.index
+                )
+                continue
+            states[slot.state_key] = checked.model_dump(by_alias=True, exclude_unset=True)
 
     def _load_window(self, window: Any, quiet: bool = False) -> None:
         """Apply a request window; one that no longer fits the history is dropped."""
@@ -449,7 +475,7 @@ class Session:
             return
         self._state["window"] = window
 
-    def _reset(self, part: str, reason: str) -> None:
+    def _reset(self, part: str, reason: str, handler: str = "", slot: int = -1) -> None:
         """Record that ``part`` of the saved state was reset; keep the file aside once."""
         assert self._store is not None
         if not hasattr(self, "_aside"):
@@ -458,7 +484,15 @@ class Session:
         log.warning("session %s: %s: %s reset: %s", self.id, path, part, reason)
         copy_path = str(self._aside) if self._aside else ""
         self.record(
-            StateReset(time=self.clock(), path=path, part=part, reason=reason, copy=copy_path)
+            StateReset(
+                time=self.clock(),
+                handler=handler,
+                slot=slot,
+                path=path,
+                part=part,
+                reason=reason,
+                copy=copy_path,
+            )
         )
 
     def _apply(self, record: dict[str, Any]) -> None:
@@ -493,6 +527,14 @@ class Session:
                 )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
+
+
+def _fields(exc: ValidationError) -> str:
+    """The fields a validation error names: ``tokensAtLastExtraction: ... (got 'abc')``."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or '(state)'}: {e['msg']} (got {e.get('input')!r:.60})"
+        for e in exc.errors()
+    )
 
 
 def _take_content(entry: Entry, fresh: Entry) -> None:

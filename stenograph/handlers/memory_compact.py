@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
 from ..engine.events import Compacted, CompactionSkipped
-from ..engine.handler import Handler
+from ..engine.handler import Handler, HandlerState
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
@@ -79,6 +79,13 @@ class MemoryCompactSettings(HandlerSettings):
         return self.max_context_tokens or int(self.context_window * self.context_fraction)
 
 
+class MemoryCompactState(HandlerState):
+    """The persisted state of memory-compact."""
+
+    resumed: bool = False
+    overhead: int = Field(0, ge=0)
+
+
 class MemoryCompact(Handler):
     """Replaces covered history with the session notes when the context is full."""
 
@@ -87,6 +94,7 @@ class MemoryCompact(Handler):
     summary = "When the context fills up, the session notes replace the history they cover."
     Settings = MemoryCompactSettings
     settings: MemoryCompactSettings
+    State = MemoryCompactState
     blocking = True  # waits for a running extraction before compacting
 
     @hookimpl

@@ -11,7 +11,7 @@ from pydantic import Field
 from ..engine.context import PostSamplingCall
 from ..engine.events import ThresholdDecision
 from ..engine.extraction import ExtractionRequest
-from ..engine.handler import Handler
+from ..engine.handler import Handler, HandlerState
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
@@ -38,6 +38,14 @@ class UpdateThresholdSettings(HandlerSettings):
     )
 
 
+class UpdateThresholdState(HandlerState):
+    """The persisted state of update-threshold."""
+
+    initialized: bool = False
+    tokens_at_last_extraction: int = Field(0, ge=0)
+    last_extracted_uuid: str | None = None
+
+
 class UpdateThreshold(Handler):
     """After each response: extract = growth >= minimum and (enough tool calls or quiet)."""
 
@@ -46,6 +54,7 @@ class UpdateThreshold(Handler):
     summary = "Decides when the session notes need refreshing (Claude Code's trigger)."
     Settings = UpdateThresholdSettings
     settings: UpdateThresholdSettings
+    State = UpdateThresholdState
 
     @hookimpl
     def post_sampling(

@@ -71,7 +71,6 @@ class _Base:
         return {**request, **keep}, transport
 
 
-
 def take_input(session: Session, messages: Any) -> None:
     """Make ``session`` hold the host's whole list (:meth:`Session.sync`): unseen messages
     appended, host edits adopted, a rewind followed; another conversation raises
