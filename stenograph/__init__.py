@@ -10,6 +10,7 @@ from .engine.engine import Engine, Slot
 from .engine.entries import Entry, EntryError
 from .engine.errors import HandlerError, PluginError, PresetError, RequestError, StenographError
 from .engine.events import (
+    CacheTtlDetected,
     Compacted,
     CompactionSkipped,
     Custom,
@@ -37,6 +38,7 @@ from .engine.sync import ConversationMismatch, Synced
 
 __version__ = "0.1.0"
 __all__ = [
+    "CacheTtlDetected",
     "Compacted",
     "CompactionSkipped",
     "ConversationMismatch",

@@ -163,6 +163,10 @@ def _print_report(report: ReplayReport) -> None:
     table.add_row("session state", report.session_folder or "(in memory)")
     if report.skipped_lines:
         table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")
+    if report.cache_ttl:
+        ttl = report.cache_ttl
+        where = f"from the {ttl['source']}, call {ttl['before_assistant_index']}"
+        table.add_row("prompt-cache TTL detected", f"{ttl['ttl']} ({where})")
     if report.economics:
         _cost_rows(table, report.economics)
     out.print(table)
@@ -213,16 +217,22 @@ def _print_report(report: ReplayReport) -> None:
 
 
 def _cost_rows(table: Table, economics: dict[str, Any]) -> None:
-    """Session cost lines: as recorded vs with the preset (simulated), the file's own."""
+    """Session cost lines: as recorded vs with the preset (simulated), the notes forks, the
+    file's own."""
     recorded = economics["as_recorded"]["totals"]["cost"]
     preset = economics["with_preset"]["totals"]["cost"]
     share = f" ({(recorded - preset) / recorded:.1%})" if recorded else ""
-    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", f"${recorded:,.4f}")
-    table.add_row("cost with the preset", f"${preset:,.4f}")
-    table.add_row("saving", f"${recorded - preset:,.4f}{share}")
+    table.add_row(f"cost as recorded ({economics['cache_ttl']} cache)", _usd(recorded))
+    table.add_row("cost with the preset", _usd(preset))
+    table.add_row("saving", _usd(recorded - preset) + share)
+    forks = economics["with_preset"]["forks"]
+    if forks["calls"]:
+        fork_cost = forks["totals"]["cost"]
+        table.add_row(f"notes forks ({len(forks['calls'])} calls)", _usd(fork_cost))
+        table.add_row("saving, forks included", _usd(recorded - preset - fork_cost))
     if economics["recorded_usage"]["calls"]:
         file_cost = economics["recorded_usage"]["totals"]["cost"]
-        table.add_row("cost of the recorded usage", f"${file_cost:,.4f}")
+        table.add_row("cost of the recorded usage", _usd(file_cost))
 
 
 def _print_cost_calls(economics: dict[str, Any]) -> None:
@@ -237,9 +247,9 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
                     before["index"],
                     f"{before['cache_read']:,} / {after['cache_read']:,}",
                     f"{before['cache_write']:,} / {after['cache_write']:,}",
-                    f"${before['cost']:.4f}",
-                    f"${after['cost']:.4f}",
-                    f"${before['cost'] - after['cost']:+.4f}".replace("+", ""),
+                    _usd(before["cost"]),
+                    _usd(after["cost"]),
+                    _usd(before["cost"] - after["cost"]),
                 )
             )
     _print_rows(
@@ -247,6 +257,10 @@ def _print_cost_calls(economics: dict[str, Any]) -> None:
         ("call", "cache read", "cache write", "as recorded", "with preset", "saved"),
         rows,
     )
+
+
+def _usd(amount: float) -> str:
+    return f"-${-amount:,.4f}" if amount < 0 else f"${amount:,.4f}"
 
 
 def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:

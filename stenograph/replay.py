@@ -7,14 +7,16 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .economics.ledger import Call, Ledger
+from .economics.ledger import Call, Fork, Ledger
 from .economics.prices import load_prices
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
 from .engine.events import (
+    CacheTtlDetected,
     Compacted,
     EntriesMemorized,
     ExtractionFailed,
@@ -24,9 +26,13 @@ from .engine.events import (
     ThresholdDecision,
 )
 from .engine.session import Session
+from .engine.tokens import content_tokens
 from .integrations.transcripts import Transcript, read_transcript
 
 REPLAY_SYSTEM = "You are a coding agent. (System prompt not recorded in the transcript.)"
+FORK_PROMPT = (resources.files("stenograph.handlers.forked_extraction") / "prompt.md").read_text(
+    "utf-8"
+)
 Progress = Callable[[int, int], None]
 
 
@@ -52,6 +58,7 @@ class ReplayReport:
     request_violations: list[dict[str, Any]] = field(default_factory=list)
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
+    cache_ttl: dict[str, Any] | None = None
     economics: dict[str, Any] | None = None
     ledger: Ledger = field(default_factory=Ledger, repr=False)
 
@@ -160,6 +167,12 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
     report.tokens_full += session.history.token_totals()[0]
     report.tokens_sent += session.history.request_tokens()
     for event in session.events[seen:]:
+        if isinstance(event, CacheTtlDetected):
+            report.cache_ttl = {
+                "ttl": event.ttl,
+                "source": event.source,
+                "before_assistant_index": index,
+            }
         if isinstance(event, Compacted):
             keys = ("tokens_before", "tokens_after", "kept_messages")
             report.compactions.append(
@@ -191,9 +204,28 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
                 report.extractions.append({**{k: decision[k] for k in keys}, "status": status})
         elif isinstance(event, ExtractionFinished):
             report.memory_file, report.notes_backend = event.path, event.backend
+            call.forks.append(_fork(call, message, event))
         elif isinstance(event, ExtractionFailed) and report.extractions:
             report.extractions[-1]["status"] = f"failed: {event.error}"
     report.calls += 1
+
+
+def _fork(call: Call, response: dict[str, Any], event: ExtractionFinished) -> Fork:
+    """The notes fork's call as the anthropic backend would make it: the main request, the
+    response, then the prompt with the notes; its output as reported, or (offline) the
+    notes as written, what the rewrite mode would output."""
+    try:
+        notes = Path(event.path).read_text("utf-8")
+    except OSError:
+        notes = ""
+    messages = [
+        *call.sent["messages"],
+        {"role": "assistant", "content": response["content"]},
+        {"role": "user", "content": FORK_PROMPT + notes},
+    ]
+    request = {**call.sent, "messages": messages}
+    output = event.output_tokens or content_tokens(notes)
+    return Fork(event.time, call.model, request, output)
 
 
 def _decision(event: ThresholdDecision) -> dict[str, Any]:

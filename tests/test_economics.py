@@ -22,6 +22,10 @@ from stenograph.economics.ledger import Ledger, recorded_cost
 from stenograph.replay import replay
 
 PRICES = load_prices()
+EMPTY_VIEW = {
+    "calls": [],
+    "totals": {"cache_read": 0, "cache_write": 0, "uncached": 0, "output": 0, "cost": 0.0},
+}
 SONNET = "claude-sonnet-4-5-20250929"
 
 
@@ -192,7 +196,7 @@ def test_bad_price_files_name_the_key(tmp_path: Path, text: str, message: str):
 
 
 def test_replay_json_carries_economics_with_integer_tokens(tmp_path: Path):
-    report = replay(DEMO, "default", tmp_path)
+    report = replay(DEMO, "inactivity-only", tmp_path)
     economics = json.loads(json.dumps(report.to_json()))["economics"]
     assert set(economics) >= {"as_recorded", "with_preset", "recorded_usage", "prices"}
     keys = {"index", "cache_read", "cache_write", "uncached", "output", "cost"}
@@ -218,7 +222,7 @@ def test_a_preset_that_changes_nothing_costs_the_same(tmp_path: Path):
         "inactivityThresholdSeconds = 2592000\n"
     )
     economics = replay(DEMO, preset, None).economics
-    assert economics["with_preset"] == economics["as_recorded"]
+    assert economics["with_preset"] == {**economics["as_recorded"], "forks": EMPTY_VIEW}
 
 
 def test_ledger_merges_same_role_entries_like_the_session(tmp_path: Path):
@@ -243,3 +247,18 @@ def test_simulator_matches_the_recorded_misses_and_writes(shared_data: Path):
     assert fit.precision >= 0.8
     assert fit.recall >= 0.8
     assert fit.within_share() >= 0.8
+
+
+def test_notes_forks_are_priced_on_the_main_threads_cache(tmp_path: Path):
+    report = replay(DEMO, "default", tmp_path)
+    forks = report.economics["with_preset"]["forks"]
+    after = [e["after_assistant_index"] for e in report.extractions]
+    assert [c["index"] for c in forks["calls"]] == after
+    main = report.economics["with_preset"]["calls"]
+    for fork in forks["calls"]:
+        shared = main[fork["index"]]
+        # the fork reads the prefix its main call wrote and pays for its own output
+        assert fork["cache_read"] == shared["cache_read"] + shared["cache_write"]
+        assert fork["output"] > 0 and fork["cost"] > 0
+    assert forks["totals"]["cost"] == pytest.approx(sum(c["cost"] for c in forks["calls"]))
+    assert replay(DEMO, "inactivity-only", None).economics["with_preset"]["forks"]["calls"] == []

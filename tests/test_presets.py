@@ -100,7 +100,7 @@ BAD = [
     ),
     (
         f'[[handlers]]\nuse = "{IM}"\ninactivityThresholdSeconds = -1\n',
-        "greater than or equal to 0",
+        'must be from 0 to 2,592,000 seconds, or "auto"; got -1',
     ),
     (f'[[handlers]]\nuse = "{IM}"\nexcludeTools = "Bash"\n', "'excludeTools'"),
     ('[[handlers]]\nuse = "inactivity-memorize"\nkeepRecent = 1\nkeep_recent = 2\n', "given twice"),

@@ -50,8 +50,11 @@ def test_replay_is_deterministic(tmp_path):
 
 
 def _eligible_gaps(path) -> bool:
-    """Whether some call comes >= 300 s after the previous response with tool entries before."""
+    """Whether some call comes a cache TTL (300 s, 3600 s on the 1-hour cache: "auto") or
+    more after the previous response with tool entries before."""
     messages = read_transcript(path).messages
+    one_hour = any((m.get("usage") or {}).get("ephemeral_1h_input_tokens") for m in messages)
+    threshold = 3600 if one_hour else 300
     last_response, saw_tools, latest = None, False, None
     for message in messages:
         moment = parse_timestamp(message.get("timestamp"))
@@ -61,7 +64,7 @@ def _eligible_gaps(path) -> bool:
                 last_response is not None
                 and latest is not None
                 and saw_tools
-                and (latest - last_response >= 300)
+                and (latest - last_response >= threshold)
             ):
                 return True
             last_response = moment

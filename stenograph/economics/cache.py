@@ -21,10 +21,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from ..engine.caching import TTL_SECONDS
 from .prices import PriceTable
 
 LOOKBACK = 20
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +172,15 @@ def simulate(
 ) -> list[CallCost]:
     """Send ``requests`` in order through a fresh cache (with ``warm_prelude``, the prelude
     of each model's first request kept cached); one CallCost per request."""
+    cache = fresh_cache(prices, requests, warm_prelude)
+    return [cache.send(request, index) for index, request in enumerate(requests)]
+
+
+def fresh_cache(prices: PriceTable, requests: list[Request], warm_prelude: bool) -> PromptCache:
+    """An empty cache; with ``warm_prelude``, holding for good the prelude of each model's
+    first request."""
     cache = PromptCache(prices)
     if warm_prelude:
         for request in {r.model: r for r in reversed(requests)}.values():
             cache.keep_warm(request)
-    return [cache.send(request, index) for index, request in enumerate(requests)]
+    return cache

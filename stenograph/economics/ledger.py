@@ -7,7 +7,7 @@ from typing import Any
 
 from ..engine.entries import Entry
 from ..engine.rendering import merge_run
-from .cache import CallCost, Request, Segment, simulate
+from .cache import CallCost, Request, Segment, fresh_cache, simulate
 from .prices import PriceTable
 from .segments import Block, Segmenter, Sizer
 
@@ -23,6 +23,18 @@ class Call:
     full: dict[str, Any]
     sent: dict[str, Any]
     usage: dict[str, int] | None = None
+    forks: list[Fork] = field(default_factory=list)
+
+
+@dataclass
+class Fork:
+    """A notes fork's model call after a main call: its request and its output tokens
+    (as reported by the fork, or estimated)."""
+
+    time: float
+    model: str
+    request: dict[str, Any]
+    output: int
 
 
 @dataclass
@@ -63,16 +75,17 @@ class Ledger:
             for c, b in zip(self.calls, full, strict=True)
         ]
         preset_sizes = [sizer.segments(b) for b in sent]
-        views = [
-            simulate(self._requests(blocks, sizes), prices, warm_prelude=warm > 0)
-            for blocks, sizes in ((full, recorded_sizes), (sent, preset_sizes))
-        ]
+        requests = self._requests(full, recorded_sizes)
+        as_recorded = simulate(requests, prices, warm_prelude=warm > 0)
+        with_preset, forks = self._with_forks(
+            self._requests(sent, preset_sizes), segmenter, sizer, prices, warm > 0
+        )
         recorded = [
             recorded_cost(i, c.usage, prices, c.model, ttl)
             for i, c in enumerate(self.calls)
             if c.usage
         ]
-        return Economics(views[0], views[1], recorded, prices, ttl)
+        return Economics(as_recorded, with_preset, recorded, prices, ttl, forks)
 
     def _requests(
         self, blocks: list[list[Block]], sizes: list[tuple[Segment, ...]]
@@ -88,6 +101,27 @@ class Ledger:
             for c, b, s in zip(self.calls, blocks, sizes, strict=True)
         ]
 
+    def _with_forks(
+        self,
+        requests: list[Request],
+        segmenter: Segmenter,
+        sizer: Sizer,
+        prices: PriceTable,
+        warm: bool,
+    ) -> tuple[list[CallCost], list[CallCost]]:
+        """The preset's main calls, each followed by its forks, on one cache (a fork reads
+        the main thread's prefix and writes what the next main call reads)."""
+        cache = fresh_cache(prices, requests, warm)
+        main: list[CallCost] = []
+        forks: list[CallCost] = []
+        for index, (call, request) in enumerate(zip(self.calls, requests, strict=True)):
+            main.append(cache.send(request, index))
+            for fork in call.forks:
+                segments = sizer.segments(segmenter.blocks(fork.request))
+                request = Request(fork.time, fork.model, segments, fork.output)
+                forks.append(cache.send(request, index))
+        return main, forks
+
 
 @dataclass
 class Economics:
@@ -98,12 +132,13 @@ class Economics:
     recorded_usage: list[CallCost]
     prices: PriceTable
     ttl: str
+    forks: list[CallCost] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The documented ``economics`` object."""
         return {
             "as_recorded": view_json(self.as_recorded),
-            "with_preset": view_json(self.with_preset),
+            "with_preset": {**view_json(self.with_preset), "forks": view_json(self.forks)},
             "recorded_usage": view_json(self.recorded_usage),
             "cache_ttl": self.ttl,
             "prices": self.prices.to_json(),
@@ -130,7 +165,7 @@ def input_total(usage: dict[str, int] | None) -> int | None:
 
 
 def detected_ttl(usages: Any) -> str:
-    """ "1h" when any recorded usage wrote to the 1-hour cache, else "5m"."""
+    """The session's TTL: "1h" when any recorded usage wrote to the 1-hour cache, else "5m"."""
     return "1h" if any((u or {}).get("ephemeral_1h_input_tokens") for u in usages) else "5m"
 
 

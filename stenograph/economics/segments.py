@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.caching import cache_ttl
 from ..engine.tokens import content_tokens, count_tiktoken
 from .cache import Segment
 
@@ -51,7 +52,7 @@ class Segmenter:
             ends.append(len(out) - 1)
         if any(b.breakpoint for b in out):
             return out
-        ttl = _ttl(request.get("cache_control"))
+        ttl = cache_ttl(request.get("cache_control"))
         if ttl is not None:
             marks = ends[-1:] if len(ends) > 1 else []
         elif self.assume:
@@ -75,14 +76,8 @@ class Segmenter:
                 estimate = content_tokens([plain])
             cached = (item, digest, estimate)
             self._seen[id(item)] = cached
-        ttl = _ttl(item.get("cache_control")) if isinstance(item, dict) else None
+        ttl = cache_ttl(item.get("cache_control")) if isinstance(item, dict) else None
         return Block(f"{where}|{cached[1]}", cached[2], ttl, prelude)
-
-
-def _ttl(cache_control: Any) -> str | None:
-    if not isinstance(cache_control, dict):
-        return None
-    return "1h" if cache_control.get("ttl") == "1h" else "5m"
 
 
 @dataclass

@@ -49,6 +49,15 @@ class EntriesMemorized(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CacheTtlDetected(Event):
+    """inactivity-memorize at "auto" learned the prompt-cache TTL the session uses."""
+
+    ttl: str
+    source: str
+    threshold_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MemorizeSkipped(Event):
     """A pause was long enough but nothing was marked, and why."""
 

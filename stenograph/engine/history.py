@@ -16,12 +16,18 @@ from .guard import (
     message_ids,
     thinking_blocks,
 )
-from .rendering import base_content, merge_run, reduce_content, render_content
+from .rendering import (
+    base_content,
+    merge_run,
+    reduce_content,
+    render_content,
+    render_content_is_base,
+)
 from .tokens import ESTIMATORS, content_tokens
 
 NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
 # counts of what is sent, dropped when it changes (the full content's stay)
-_DERIVED_COUNTS = (*(("sent", e) for e in ESTIMATORS), ("base", "tiktoken"))
+_DERIVED_COUNTS = (*(("sent", e) for e in ESTIMATORS), ("base", "tiktoken"), "saving")
 
 
 @dataclass
@@ -202,14 +208,18 @@ class History:
     def refresh(self, *entries: Entry, memorized: bool = False) -> None:
         """Re-render ``entries`` after their memorized flag or sent content changed (each
         message they belong to is rebuilt once). ``memorized``: only the flag changed, so
-        the tool ids sent stay the same (a placeholder keeps its call's id)."""
+        the tool ids sent stay the same (a placeholder keeps its call's id), and a message
+        whose entries render as before (no result to reduce) is not rebuilt."""
         messages = set()
+        pending, message_of = self.unmemorized_tool_entries, self._message_of
         for entry in entries:
-            self._recount(entry)
             if entry.memorized:
-                self.unmemorized_tool_entries.pop(entry.index, None)
-            if entry.index in self._message_of:
-                messages.add(self._message_of[entry.index])
+                pending.pop(entry.index, None)
+            if memorized and not entry.tool_result_ids and render_content_is_base(entry):
+                continue  # sent as before: nothing to drop or rebuild
+            self._recount(entry)
+            if entry.index in message_of:
+                messages.add(message_of[entry.index])
         for message_index in sorted(messages):
             self._rebuild(message_index, same_ids=memorized)
         self._before_window.clear()
@@ -331,8 +341,15 @@ class History:
         ready = entry.tool_result_ids and entry.sent_content is None and not entry.memorized
         if ready and all(i in self.tool_use_entry for i in entry.tool_result_ids):
             form = reduce_content(entry.content, NO_MEMO, self.tool_name)
-            entry.cache["reduced"] = content_tokens(form)
+            reduced = entry.cache["reduced"] = content_tokens(form)
             entry.cache["reduced_form"] = form  # what a memorize will send
+            entry.cache["saving"] = max(0, self.full_tokens(entry) - reduced)
+
+    @staticmethod
+    def usual_saving(entry: Entry) -> int | None:
+        """The saving of the usual memorize (nothing kept, inputs whole) when ``count``
+        made it (one lookup; None otherwise)."""
+        return entry.cache.get("saving") if entry.sent_content is None else None
 
     def saving(
         self, entry: Entry, keep: set[str], reduce_inputs: bool, *, count: bool = True

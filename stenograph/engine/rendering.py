@@ -15,11 +15,17 @@ ToolNameOf = Callable[[str], str]
 def render_content(entry: Entry, tool_name_of: ToolNameOf) -> str | list[dict[str, Any]]:
     """What is sent for ``entry``: its base content (the override a handler set, else its
     own), reduced when the entry is memorized."""
-    base = base_content(entry)
-    memo = entry.memo or {}
-    if not entry.memorized or (not memo.get("reduce_inputs") and not _has_results(base)):
-        return base  # nothing to reduce: shared, not copied
-    return reduce_content(base, memo, tool_name_of)
+    if render_content_is_base(entry):
+        return base_content(entry)  # nothing to reduce: shared, not copied
+    return reduce_content(base_content(entry), entry.memo or {}, tool_name_of)
+
+
+def render_content_is_base(entry: Entry) -> bool:
+    """Whether ``render_content`` sends the base content as it is: not memorized, or
+    memorized with no tool_result to reduce and inputs left whole."""
+    if not entry.memorized:
+        return True
+    return not (entry.memo or {}).get("reduce_inputs") and not _has_results(base_content(entry))
 
 
 def _has_results(content: str | list[dict[str, Any]]) -> bool:

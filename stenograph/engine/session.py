@@ -271,7 +271,7 @@ class Session:
         memo = {"keep": sorted(set(keep)), "reduce_inputs": bool(reduce_inputs)}
         with self._lock:
             marked = [e for e in entries if not e.memorized]
-            if marked:  # persisted first: a failed write changes nothing
+            if marked and self._store is not None:  # persisted first: a failed write is void
                 self._journal({"op": "memorize", "uuids": [e.uuid for e in marked], "memo": memo})
             for entry in marked:
                 entry.memorized, entry.memo = True, memo

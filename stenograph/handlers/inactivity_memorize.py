@@ -1,36 +1,38 @@
 """inactivity-memorize: after a pause, earlier tool calls and results are sent reduced.
 
 Anthropic's prompt cache lives 5 minutes by default: after a longer pause the cached
-prefix is gone anyway, so rewriting old entries then costs no extra cache miss.
+prefix is gone anyway, so rewriting old entries then costs no extra cache miss. At "auto"
+the threshold follows the TTL the session uses (5 minutes or 1 hour).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from ..engine.caching import TTL_SECONDS, cache_ttl
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
-from ..engine.events import EntriesMemorized, MemorizeSkipped
+from ..engine.events import CacheTtlDetected, EntriesMemorized, MemorizeSkipped
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
 
 log = logging.getLogger("stenograph.handlers.inactivity_memorize")
+MAX_THRESHOLD = 30 * 86400
 
 
 class InactivityMemorizeSettings(HandlerSettings):
     """Settings of inactivity-memorize."""
 
-    inactivity_threshold_seconds: float = Field(
+    inactivity_threshold_seconds: float | Literal["auto"] = Field(
         300.0,
-        ge=0,
-        le=30 * 86400,
-        description="Pause (seconds, >= 0) after which earlier tool entries are memorized;"
-        " 300 matches the 5-minute prompt cache, 3600 the 1-hour cache.",
+        description="Pause (seconds, 0 - 2,592,000) after which earlier tool entries are"
+        ' memorized; 300 matches the 5-minute prompt cache, 3600 the 1-hour cache; "auto"'
+        " follows the TTL the session uses (requests' cache_control, responses' usage).",
     )
     keep_recent: int = Field(
         0, ge=0, le=100_000, description="The newest N tool results (and their calls) stay whole."
@@ -48,6 +50,19 @@ class InactivityMemorizeSettings(HandlerSettings):
         False, description="Also shorten long string inputs of memorized tool calls."
     )
 
+    @field_validator("inactivity_threshold_seconds", mode="before")
+    @classmethod
+    def _seconds_or_auto(cls, value: Any) -> float | str:
+        if value == "auto":
+            return value
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            raise ValueError('must be a number of seconds or "auto"') from None
+        if isinstance(value, bool) or not 0 <= seconds <= MAX_THRESHOLD:
+            raise ValueError(f'must be from 0 to {MAX_THRESHOLD:,} seconds, or "auto"')
+        return seconds
+
 
 class InactivityMemorize(Handler):
     """Marks earlier tool_use / tool_result entries memorized after a pause."""
@@ -59,14 +74,14 @@ class InactivityMemorize(Handler):
     settings: InactivityMemorizeSettings
 
     @hookimpl
-    def pre_call(self, session: Session, call: PreCallCall) -> None:
+    def pre_call(self, session: Session, call: PreCallCall, state: dict[str, Any]) -> None:
         """Mark tool entries before the new input when the pause reached the threshold."""
+        threshold = self._threshold(call, state)
         previous = call.previous_response
         if previous is None or previous.timestamp is None:
             log.debug("skipped: no earlier response with a valid timestamp")
             return
         gap = call.now - previous.timestamp
-        threshold = self.settings.inactivity_threshold_seconds
         if gap < threshold:
             return
         candidates = self._candidates(session, call.input_start)
@@ -106,8 +121,13 @@ class InactivityMemorize(Handler):
         history, kept = session.history, set(keep)
         reduce, exact = self.settings.reduce_tool_inputs, self.settings.min_tokens_saved > 0
         saved, missing = 0, []
+        usual = not kept and not reduce  # then every count was made in advance
         for entry in candidates:
-            tokens = history.saving(entry, kept, reduce, count=exact)
+            if usual and not entry.tool_result_ids:
+                continue  # inputs left whole: its form does not change
+            tokens = history.usual_saving(entry) if usual else None
+            if tokens is None:
+                tokens = history.saving(entry, kept, reduce, count=exact)
             if tokens is None:
                 missing.append(entry)
                 tokens = history.estimated_saving(entry, kept, reduce)
@@ -120,6 +140,20 @@ class InactivityMemorize(Handler):
         saved = sum(history.saving(e, kept, reduce) or 0 for e in marked)
         log.info("memorize counted: ~%d tokens left out", saved)
         return {"tokens_saved": saved, "estimated": False}
+
+    def _threshold(self, call: PreCallCall, state: dict[str, Any]) -> float:
+        """The threshold setting, or at "auto" the TTL of the session's cache (learned
+        from this request and the responses since the last one; 5 minutes until then)."""
+        setting = self.settings.inactivity_threshold_seconds
+        if setting != "auto":
+            return setting
+        found = observed_ttl(call)
+        if found is not None and found[0] != state.get("cacheTtl"):
+            state["cacheTtl"], state["cacheTtlSource"] = found
+            seconds = TTL_SECONDS[found[0]]
+            log.info("prompt-cache TTL %s (from the %s): threshold %.0fs", *found, seconds)
+            call.emit(CacheTtlDetected, ttl=found[0], source=found[1], threshold_seconds=seconds)
+        return TTL_SECONDS[state.get("cacheTtl", "5m")]
 
     def _candidates(self, session: Session, input_start: int) -> list[Entry]:
         excluded = set(self.settings.exclude_tools)
@@ -152,6 +186,25 @@ class InactivityMemorize(Handler):
             index -= 1
         keep.extend(recent[:wanted])
         return sorted(set(keep))
+
+
+def observed_ttl(call: PreCallCall) -> tuple[str, str] | None:
+    """("5m" | "1h", "request" | "usage"): the TTL of this request's last breakpoint, else
+    of the newest response's cache writes (1h only when it wrote nothing at 5 minutes)."""
+    marks = []
+    for blocks in (call.tools, call.system, *(e.content for e in call.unseen_entries)):
+        if isinstance(blocks, list):
+            marks.extend(cache_ttl(b.get("cache_control")) for b in blocks if isinstance(b, dict))
+    marks = [m for m in [*marks, cache_ttl(call.extra.get("cache_control"))] if m is not None]
+    if marks:
+        return marks[-1], "request"
+    for entry in reversed(call.unseen_entries):
+        usage = entry.usage or {}
+        if usage.get("ephemeral_5m_input_tokens"):
+            return "5m", "usage"
+        if usage.get("ephemeral_1h_input_tokens"):
+            return "1h", "usage"
+    return None
 
 
 def _only_excluded_tools(session: Session, entry: Entry, excluded: set[str]) -> bool:
