@@ -17,6 +17,8 @@ import pytest
 import stenograph
 from stenograph.testing import Reply
 
+Message = dict[str, Any]
+
 PROMPT_MARK = "update the session notes"
 NOTE_LINE = "- read the files the user named; next: summarise them"
 NOTES = (
@@ -26,6 +28,8 @@ NOTES = (
     .replace("# Current State\n", f"# Current State\n{NOTE_LINE}\n", 1)
 )
 TOOL_OUTPUT_CHARS = 1_500
+SUMMARY_MARK = "Context Extraction Assistant"  # LangChain's summarization prompt
+SUMMARY = "Summary so far: the files of src/ were read one by one."
 
 
 def require_extra(module: str, extra: str) -> ModuleType:
@@ -61,10 +65,13 @@ def is_fork(body: dict[str, Any]) -> bool:
 
 def agent_model(request: Any) -> Reply:
     """A tool-using model: a new user text gets a ``read_file`` call, a tool result gets a
-    short answer; the notes fork gets a full rewrite of the notes."""
+    short answer; the notes fork gets a full rewrite of the notes, a summarization request
+    a summary."""
     body = request.body
     if is_fork(body):
         return Reply.text(f"```markdown\n{NOTES}```")
+    if SUMMARY_MARK in json.dumps(body["messages"]):
+        return Reply.text(SUMMARY)
     last = body["messages"][-1]["content"]
     blocks = [last] if isinstance(last, str) else last
     if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
@@ -89,8 +96,9 @@ def fork_requests(server: Any) -> list[dict[str, Any]]:
 
 def normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as the API reads them: consecutive same-role messages merged, string
-    content as one text block, no ``cache_control`` keys (a breakpoint turns a string into
-    a block; LangChain merges a compaction's preamble with the next user message)."""
+    content (of a message or a tool result) as one text block, no ``cache_control`` keys (a
+    breakpoint turns a string into a block; LangChain merges a compaction's preamble with
+    the next user message; pydantic-ai sends every text as blocks)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message["content"]
@@ -104,6 +112,8 @@ def normalised(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _no_breakpoints(value: Any) -> Any:
     if isinstance(value, dict):
+        if value.get("type") == "tool_result" and isinstance(value.get("content"), str):
+            value = {**value, "content": [{"type": "text", "text": value["content"]}]}
         return {k: _no_breakpoints(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
         return [_no_breakpoints(v) for v in value]
@@ -149,3 +159,16 @@ def check_handlers(server: Any, session: stenograph.Session) -> None:
         "[memorized: read_file result left out" in json.dumps(b) for b in main_requests(server)
     )
     assert any(NOTE_LINE in json.dumps(b["messages"][0]) for b in main_requests(server))
+
+
+def check_followed(server: Any, session: stenograph.Session, history: list[Message]) -> None:
+    """After a run whose history other code changed: no request broke the guard, no
+    handler failed, the session holds exactly the framework's list, and it followed the
+    changes (a truncation or adopted edits, never a call it could not take)."""
+    for body in (r.body for r in server.requests):
+        assert stenograph.check_pairing(body["messages"]) == [], body["messages"]
+    kinds = [e.kind for e in session.events]
+    for bad in ("PairingViolation", "HandlerFailed", "HistoryNotFollowed"):
+        assert bad not in kinds, [e for e in session.events if e.kind == bad]
+    assert {"HistoryTruncated", "HistoryEdited"} & set(kinds)
+    assert [e.content for e in session.history] == [m["content"] for m in history]

@@ -8,8 +8,10 @@ import json
 
 import pytest
 from framework_agents import (
+    SUMMARY,
     agent_model,
     all_handlers_preset,
+    check_followed,
     check_handlers,
     check_wire,
     main_requests,
@@ -268,3 +270,33 @@ def test_a_response_keeps_its_usage_in_anthropic_terms():
         "stop_reason": "end_turn",
     }
     assert system_to_anthropic(SystemMessage(content="be brief")) == "be brief"
+
+
+@pytest.mark.parametrize("mode", ["invoke", "astream"])
+def test_thirty_turns_with_summarization_middleware(messages_server, manual_clock, tmp_path, mode):
+    """LangChain's SummarizationMiddleware replaces old messages with a summary; the
+    session follows the agent's list and no request breaks."""
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    messages_server.responder = agent_model
+    summarizer = ChatAnthropic(
+        model="claude-haiku-4-5", base_url=messages_server.url, api_key="k", max_retries=0
+    )
+    middleware = StenographMiddleware(
+        all_handlers_preset(tmp_path), state_dir=tmp_path, clock=manual_clock
+    )
+    summarize = SummarizationMiddleware(summarizer, trigger=("messages", 12), keep=("messages", 4))
+    agent = build(messages_server, [summarize, middleware], streaming=mode == "astream")
+
+    def turns():
+        for turn in range(30):
+            yield f"Read the next file ({turn})."
+            assert middleware.session("thread-1").wait_for_background(10)
+            manual_clock.advance(400 if turn % 7 == 3 else 15)
+
+    run_turns(agent, mode, turns())
+    state = agent.get_state({"configurable": {"thread_id": "thread-1"}}).values
+    session = middleware.session("thread-1")
+    assert any(SUMMARY in json.dumps(b["messages"]) for b in main_requests(messages_server))
+    check_followed(messages_server, session, to_anthropic(state["messages"]))
+    middleware.close()

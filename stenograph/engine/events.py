@@ -185,8 +185,8 @@ class NotesClientUnavailable(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HistoryNotFollowed(Event):
-    """A framework's message list does not continue the session's history (other code
-    shortened or rewrote it); this call went out as the framework built it."""
+    """A framework adapter could not make the session hold the framework's message list
+    (a message the session refuses); this call went out as the framework built it."""
 
     messages: int
     entries: int

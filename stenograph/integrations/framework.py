@@ -18,10 +18,11 @@ import anthropic
 
 from ..engine.clock import Clock
 from ..engine.engine import Engine
+from ..engine.errors import StenographError
 from ..engine.events import HistoryNotFollowed, NotesClientUnavailable
 from ..engine.session import Session
 from ..engine.store import check_session_id
-from .anthropic import take_input
+from ..engine.sync import ConversationMismatch
 
 log = logging.getLogger("stenograph.integrations")
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -132,27 +133,30 @@ class SessionPool:
 
 
 def feed(session: Session, messages: list[Message]) -> bool:
-    """Append what ``session`` has not seen of the framework's whole list (Anthropic
-    format); False, with a ``HistoryNotFollowed`` event, when the list does not continue
-    the session (shortened or rewritten by other code). Never raises for that."""
-    known = len(session.history)
-    reason = None
-    if (
-        known
-        and len(messages) >= known
-        and messages[known - 1]["content"] != (session.history[known - 1].content)
-    ):
-        reason = f"message {known - 1} differs from the session's"
-    if reason is None:
+    """Make ``session`` hold the framework's whole list (Anthropic format), the list being
+    the truth (:meth:`Session.sync`: unseen messages appended, edits adopted, a rewind
+    followed). A list that shares nothing with the history (other code replaced it, e.g.
+    with a summary) replaces it: the history is truncated and the list appended, so the
+    handlers go on with what the model really sees. False, with a ``HistoryNotFollowed``
+    event, only when the list cannot be taken at all (the call then goes out as the
+    framework built it). Never raises for a changed history."""
+    try:
         try:
-            take_input(session, messages)
-            return True
-        except ValueError as exc:
-            reason = str(exc)
+            session.sync(messages)
+        except ConversationMismatch as exc:
+            log.info("session %s: the framework replaced the history (%s)", session.id, exc)
+            session.truncate(after=None)
+            session.sync(messages)
+        return True
+    except (StenographError, ValueError, TypeError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
     log.warning("session %s: history not followed (%s)", session.id, reason)
     session.record(
         HistoryNotFollowed(
-            time=session.clock(), messages=len(messages), entries=known, reason=reason
+            time=session.clock(),
+            messages=len(messages),
+            entries=len(session.history),
+            reason=reason,
         )
     )
     return False
