@@ -4,6 +4,7 @@ presets, check preset files."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import sys
@@ -21,7 +22,7 @@ from .engine.engine import Engine
 from .engine.errors import StenographError
 from .engine.presets import builtin_names, load_preset
 from .integrations.transcripts import TranscriptError
-from .replay import ReplayReport, replay
+from .replay import ReplayReport, replay, request_line
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -43,13 +44,16 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stenograph", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    _replay_command(
+    cmd = _replay_command(
         commands,
         "replay",
         "replay a recorded conversation through a preset",
         "default",
         "print the report as one JSON object",
         _replay,
+    )
+    cmd.add_argument(
+        "--requests", metavar="FILE", help="write every rendered request to FILE, one JSON per line"
     )
     _replay_command(
         commands,
@@ -59,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         "print the decisions as JSON",
         _explain,
     )
+    cmd = commands.add_parser("show", help="print the request sent at one model call")
+    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
+    cmd.add_argument("--call", type=int, required=True, metavar="N", help="call index, from 0")
+    cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
+    cmd.add_argument(
+        "--diff", action="store_true", help="what the preset changed against the full history"
+    )
+    cmd.set_defaults(run=_show)
     cmd = commands.add_parser("handlers", help="list available handlers and their settings")
     cmd.set_defaults(run=_handlers)
     cmd = commands.add_parser("presets", help="list built-in presets")
@@ -71,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _replay_command(
     commands: Any, name: str, help_text: str, preset: str, json_help: str, run: Any
-) -> None:
+) -> argparse.ArgumentParser:
     cmd = commands.add_parser(name, help=help_text)
     cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
     cmd.add_argument("--preset", default=preset, help="built-in preset name or .toml file")
@@ -79,6 +91,7 @@ def _replay_command(
     cmd.add_argument("--json", action="store_true", help=json_help)
     cmd.add_argument("--prices", help="price table file (TOML) updating the built-in prices")
     cmd.set_defaults(run=run)
+    return cmd
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
@@ -124,11 +137,38 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     report = _run_replay(args)
+    if args.requests:
+        with open(args.requests, "w", encoding="utf-8") as file:
+            file.writelines(request_line(call.sent) + "\n" for call in report.ledger.calls)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
         _print_report(report)
     return _warn_skipped(report)
+
+
+def _show(args: argparse.Namespace) -> int:
+    report = replay(args.transcript, args.preset, state_dir=None)
+    calls = report.ledger.calls
+    if not 0 <= args.call < len(calls):
+        last = f"0 to {len(calls) - 1}" if calls else "none"
+        raise StenographError(
+            f"{args.transcript}: no call {args.call}; it has {len(calls)} model calls ({last})"
+        )
+    call = calls[args.call]
+    if not args.diff:
+        print(request_line(call.sent))
+        return 0
+    full, sent = (
+        json.dumps(r, indent=1, ensure_ascii=False, sort_keys=True).splitlines()
+        for r in (call.full, call.sent)
+    )
+    label = f"call {args.call}"
+    diff = difflib.unified_diff(
+        full, sent, f"{label}, full history", f"{label}, as sent", lineterm=""
+    )
+    print("\n".join(diff) or f"{label}: sent as the full history (no change)")
+    return 0
 
 
 def _warn_skipped(report: ReplayReport) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 from collections.abc import Callable
@@ -68,6 +69,11 @@ class ReplayReport:
         if not decisions:
             del data["decisions"]
         return data
+
+
+def request_line(request: dict[str, Any]) -> str:
+    """A rendered request as one line of JSON (``replay --requests``, ``show``)."""
+    return json.dumps(request, ensure_ascii=False)
 
 
 def session_id_for(path: Path) -> str:
