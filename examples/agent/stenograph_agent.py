@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
@@ -41,11 +42,6 @@ from stenograph.integrations.anthropic import wrap
 
 with contextlib.suppress(ImportError):  # line editing and history for input()
     import readline  # noqa: F401
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no session lock
-    fcntl = None  # type: ignore[assignment]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
@@ -507,15 +503,15 @@ class SessionBusy(Exception):
 def session_lock(folder: Path) -> Iterator[None]:
     """One agent per session: two processes appending to one journal would interleave."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if fcntl is None:
+    lock = FileLock(folder / "agent.lock", mode=0o600)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise SessionBusy(f"session {folder.name} is open in another agent") from None
+    try:
         yield
-        return
-    with open(folder / "agent.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SessionBusy(f"session {folder.name} is open in another agent") from None
-        yield
+    finally:
+        lock.release()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,13 +3,14 @@ if nobody changed it meanwhile (compare-and-swap)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from filelock import FileLock
 
 from ...engine.files import atomic_write, fsync_dir, private_dir, remove_temp_files
 from ...engine.tokens import count_tiktoken
@@ -149,22 +150,16 @@ class MemoryFile:
         (under an exclusive lock on ``<file>.lock``, so writers in other processes too
         see a true compare-and-swap)."""
         self.check(text)
-        folder = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        lock = FileLock(self.path.with_name(self.path.name + ".lock"), mode=0o600)
         try:
-            fd = os.open(
-                self.path.name + ".lock",
-                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=folder,
-            )
-        except OSError as exc:
+            lock.acquire()
+        except OSError as exc:  # a planted link among them: never followed
             raise NotesUnreadable(
                 f"{self.path}.lock cannot be opened ({exc}); a symbolic link is never followed"
             ) from None
-        finally:
-            os.close(folder)
-        with os.fdopen(fd, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
             if self.read() != expected:
                 raise NotesConflict(str(self.path))
             atomic_write(self.path, text, mode=0o600)
+        finally:
+            lock.release()
