@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic.alias_generators import to_camel
@@ -78,7 +79,26 @@ def _parser() -> argparse.ArgumentParser:
     cmd = commands.add_parser("check", help="validate a preset and show every resolved setting")
     cmd.add_argument("preset", help="built-in preset name or .toml file")
     cmd.set_defaults(run=_check)
+    _editor_commands(commands)
     return parser
+
+
+def _editor_commands(commands: Any) -> None:
+    cmd = commands.add_parser("schema", help="print the JSON Schema of preset files")
+    cmd.add_argument("-o", "--output", help="write it to this file instead")
+    cmd.set_defaults(run=_schema)
+    cmd = commands.add_parser(
+        "init", help="write a preset listing every setting, or a plugin package (--plugin)"
+    )
+    cmd.add_argument("name", nargs="?", help="preset name (my-preset), or the plugin's handler")
+    cmd.add_argument(
+        "--handlers",
+        help="comma-separated handlers of the preset, in order (default: the default preset's)",
+    )
+    cmd.add_argument("--plugin", action="store_true", help="write a plugin package skeleton")
+    cmd.add_argument("-o", "--output", help="file (preset) or folder (plugin) to write")
+    cmd.add_argument("--force", action="store_true", help="overwrite what is there")
+    cmd.set_defaults(run=_init)
 
 
 def _replay_command(
@@ -371,6 +391,44 @@ def _check(args: argparse.Namespace) -> int:
             table.add_row(to_camel(field_name), value, slot.settings.origins[field_name])
         out.print(table)
     return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from .schema import schema_text
+
+    text = schema_text(HandlerCatalog(Engine.plugin_manager()))
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        _err_line(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _init(args: argparse.Namespace) -> int:
+    from .scaffold import preset_text, write_plugin, write_preset
+
+    if args.plugin:
+        name = args.name or "my-handler"
+        folder = Path(args.output or f"stenograph-{name}")
+        files = write_plugin(folder, name, args.force)
+        _err_line(f"wrote {len(files)} files in {folder}: pip install -e '{folder}[test]'")
+        return 0
+    name = args.name or "my-preset"
+    if args.handlers:
+        handlers = [h.strip() for h in args.handlers.split(",") if h.strip()]
+    else:
+        handlers = [slot.handler for slot in load_preset("default").slots]
+    path = Path(args.output or f"{name}.toml")
+    write_preset(
+        path, preset_text(name, handlers, HandlerCatalog(Engine.plugin_manager())), args.force
+    )
+    _err_line(f"wrote {path}: stenograph check {path}")
+    return 0
+
+
+def _err_line(text: str) -> None:
+    err.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

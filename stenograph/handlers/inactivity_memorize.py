@@ -8,7 +8,7 @@ the threshold follows the TTL the session uses (5 minutes or 1 hour).
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -28,7 +28,9 @@ MAX_THRESHOLD = 30 * 86400
 class InactivityMemorizeSettings(HandlerSettings):
     """Settings of inactivity-memorize."""
 
-    inactivity_threshold_seconds: float | Literal["auto"] = Field(
+    inactivity_threshold_seconds: (
+        Annotated[float, Field(ge=0, le=MAX_THRESHOLD)] | Literal["auto"]
+    ) = Field(
         300.0,
         description="Pause (seconds, 0 - 2,592,000) after which earlier tool entries are"
         ' memorized; 300 matches the 5-minute prompt cache, 3600 the 1-hour cache; "auto"'
