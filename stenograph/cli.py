@@ -15,41 +15,77 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import __version__
 from .engine.discovery import HandlerCatalog
 from .engine.engine import Engine
 from .engine.errors import StenographError
 from .engine.presets import builtin_names, load_preset
-from .integrations.transcripts import TranscriptError
+from .integrations.transcripts import FORMATS, TranscriptError
 from .replay import ReplayReport, replay, request_line
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
+FORMAT_HELP = "a transcript file; the format is detected from its content: " + "; ".join(
+    FORMATS.values()
+)
+log = logging.getLogger("stenograph.cli")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    argv, verbose = _verbosity(sys.argv[1:] if argv is None else list(argv))
     args = _parser().parse_args(argv)
-    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=err)])
     try:
         return args.run(args)
     except (StenographError, TranscriptError, OSError) as exc:
-        err.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, soft_wrap=True)
+        return 2
+    except Exception as exc:  # never a traceback for the user; -vv shows it
+        log.debug("internal error", exc_info=True)
+        err.print(
+            f"[bold red]error:[/] internal error: {escape(repr(exc))} (run with -vv for the"
+            " traceback, and please report it)",
+            soft_wrap=True,
+        )
         return 2
 
 
+def _verbosity(argv: list[str]) -> tuple[list[str], int]:
+    """``-v``/``-vv``/``--verbose`` anywhere on the command line (before ``--``)."""
+    rest, verbose = [], 0
+    for n, arg in enumerate(argv):
+        if arg == "--":
+            return rest + argv[n:], verbose
+        if arg == "--verbose":
+            verbose += 1
+        elif len(arg) > 1 and arg.startswith("-") and set(arg[1:]) == {"v"}:
+            verbose += len(arg) - 1
+        else:
+            rest.append(arg)
+    return rest, verbose
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stenograph", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug")
+    parser = argparse.ArgumentParser(
+        prog="stenograph",
+        description=__doc__,
+        epilog="-v / -vv (anywhere): info / debug logging on stderr",
+    )
+    parser.add_argument("--version", action="version", version=f"stenograph {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     cmd = _replay_command(
         commands,
         "replay",
         "replay a recorded conversation through a preset",
-        "default",
+        ".stenograph",
         "print the report as one JSON object",
         _replay,
     )
@@ -60,12 +96,12 @@ def _parser() -> argparse.ArgumentParser:
         commands,
         "explain",
         "replay, then print update-threshold's decisions",
-        "coding-agent",
+        None,
         "print the decisions as JSON",
         _explain,
     )
     cmd = commands.add_parser("show", help="print the request sent at one model call")
-    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
+    cmd.add_argument("transcript", help=FORMAT_HELP)
     cmd.add_argument("--call", type=int, required=True, metavar="N", help="call index, from 0")
     cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
     cmd.add_argument(
@@ -102,12 +138,23 @@ def _editor_commands(commands: Any) -> None:
 
 
 def _replay_command(
-    commands: Any, name: str, help_text: str, preset: str, json_help: str, run: Any
+    commands: Any, name: str, help_text: str, state_dir: str | None, json_help: str, run: Any
 ) -> argparse.ArgumentParser:
-    cmd = commands.add_parser(name, help=help_text)
-    cmd.add_argument("transcript", help="Claude Code session JSONL, or a JSON list of messages")
-    cmd.add_argument("--preset", default=preset, help="built-in preset name or .toml file")
-    cmd.add_argument("--state-dir", default=".stenograph", help="where session state is kept")
+    cmd = commands.add_parser(name, help=help_text, description=help_text)
+    cmd.add_argument("transcript", help=FORMAT_HELP)
+    cmd.add_argument(
+        "--preset", default="default", help="built-in preset name or .toml file (default: default)"
+    )
+    kept = state_dir or "in memory"
+    where = f"where session state is kept (default: {kept})"
+    cmd.add_argument("--state-dir", default=state_dir, help=where)
+    cmd.add_argument(
+        "--record",
+        type=int,
+        default=None,
+        help="in a file holding several conversations, replay only this one (from 1);"
+        " default: every one",
+    )
     cmd.add_argument("--json", action="store_true", help=json_help)
     cmd.add_argument("--prices", help="price table file (TOML) updating the built-in prices")
     cmd.set_defaults(run=run)
@@ -115,8 +162,9 @@ def _replay_command(
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
+    options = {"prices": args.prices, "record": args.record}
     if args.json or not err.is_terminal:
-        return replay(args.transcript, args.preset, args.state_dir, prices=args.prices)
+        return replay(args.transcript, args.preset, args.state_dir, **options)
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("replay", total=None)
@@ -125,7 +173,7 @@ def _run_replay(args: argparse.Namespace) -> ReplayReport:
             args.preset,
             args.state_dir,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
-            prices=args.prices,
+            **options,
         )
 
 
@@ -133,10 +181,10 @@ def _explain(args: argparse.Namespace) -> int:
     report = _run_replay(args)
     if args.json:
         print(json.dumps(report.decisions, indent=2))
-        return 0
+        return _warn(report)
     if not report.decisions:
         out.print(f"preset {report.preset} has no update-threshold slot: nothing to explain")
-        return 0
+        return _warn(report)
     table = Table(title=f"update-threshold decisions ({report.preset})", title_justify="left")
     for column in ("call", "tokens", "growth", "tools", "quiet", "extract", "why"):
         table.add_column(column, overflow="fold")
@@ -148,11 +196,11 @@ def _explain(args: argparse.Namespace) -> int:
             str(d["tool_calls"]),
             "yes" if d["quiet"] else "no",
             "[bold green]yes[/]" if d["extract"] else "no",
-            d["reason"],
+            escape(d["reason"]),
         )
     out.print(table)
     out.print(f"{len(report.extractions)} extraction(s) in {report.calls} calls")
-    return 0
+    return _warn(report)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -164,7 +212,7 @@ def _replay(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=2))
     else:
         _print_report(report)
-    return _warn_skipped(report)
+    return _warn(report)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -191,24 +239,37 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_skipped(report: ReplayReport) -> int:
-    """Broken transcript lines were skipped: say which (stderr), exit 1 (the report stands)."""
-    if not report.skipped_lines:
-        return 0
-    for warning in report.warnings[:5]:
+def _warn(report: ReplayReport) -> int:
+    """Every warning on stderr, then what was lost and the requests the API would reject;
+    returns the exit status (1: something was lost or is wrong; the report stands)."""
+    for warning in report.warnings:
         err.print(f"warning: {warning}", markup=False, soft_wrap=True)
-    more = len(report.warnings) - 5
-    if more > 0:
-        err.print(f"warning: … and {more} more")
-    err.print(f"warning: {report.skipped_lines} transcript line(s) skipped", markup=False)
-    return 1
+    for violation in report.request_violations:
+        problems = "; ".join(violation["problems"])
+        err.print(
+            f"warning: request of call {violation['before_assistant_index']}: the API would"
+            f" reject it: {problems}",
+            markup=False,
+            soft_wrap=True,
+        )
+    for omission in report.not_replayed:
+        if omission["lost"]:
+            err.print(
+                f"warning: {omission['count']:,} not replayed: {omission['reason']}",
+                markup=False,
+                soft_wrap=True,
+            )
+    if report.skipped_lines:
+        err.print(f"warning: {report.skipped_lines} transcript line(s) skipped", markup=False)
+    return report.exit_status
 
 
 def _print_report(report: ReplayReport) -> None:
     saved = report.tokens_full - report.tokens_sent
     share = f" ({saved / report.tokens_full:.1%} less)" if report.tokens_full else ""
     out.print(
-        f"[bold]{report.transcript}[/] ({report.format}) with preset [bold]{report.preset}[/]"
+        f"[bold]{escape(report.transcript)}[/] ({report.format}) with preset"
+        f" [bold]{escape(report.preset)}[/]"
     )
     table = Table(show_header=False, box=None)
     table.add_row("model calls replayed", f"{report.calls:,}")
@@ -216,13 +277,14 @@ def _print_report(report: ReplayReport) -> None:
     table.add_row("tokens, as sent", f"{report.tokens_sent:,}{share}")
     table.add_row("entries memorized", f"{report.memorized_entries:,}")
     table.add_row("extractions", f"{len(report.extractions):,}")
-    notes = f"{report.memory_file} ({report.notes_backend})" if report.memory_file else "-"
+    notes = escape(f"{report.memory_file} ({report.notes_backend})") if report.memory_file else "-"
     table.add_row("memory file", notes)
     table.add_row("handler errors", f"{len(report.handler_errors):,}")
     table.add_row("requests the API would reject", f"{len(report.request_violations):,}")
-    table.add_row("session state", report.session_folder or "(in memory)")
+    table.add_row("session state", escape(report.session_folder or "(in memory)"))
     if report.skipped_lines:
         table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")
+    table.add_row("records lost (not replayed)", f"{report.lost:,}")
     if report.cache_ttl:
         ttl = report.cache_ttl
         where = f"from the {ttl['source']}, call {ttl['before_assistant_index']}"
@@ -270,10 +332,27 @@ def _print_report(report: ReplayReport) -> None:
             for e in report.extractions
         ],
     )
+    _print_rows(
+        "not replayed",
+        ("records", "why", "lost", "first at"),
+        [
+            (f"{o['count']:,}", o["reason"], "lost" if o["lost"] else "left out", _first(o))
+            for o in report.not_replayed
+        ],
+    )
+    _print_rows(
+        "conversations in the file",
+        ("record", "calls", "session"),
+        [(c["record"], c["calls"], c["session"]) for c in report.conversations],
+    )
     if report.economics:
         _print_cost_calls(report.economics)
     for problem in report.handler_errors:
         err.print(f"handler {problem['handler']} failed in {problem['phase']}: {problem['error']}")
+
+
+def _first(omission: dict[str, Any]) -> str:
+    return omission["where"][0].rsplit("/", 1)[-1] if omission["where"] else "-"
 
 
 def _cost_rows(table: Table, economics: dict[str, Any]) -> None:
@@ -330,7 +409,7 @@ def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) 
     for name in header:
         table.add_column(name)
     for row in rows:
-        table.add_row(*(str(cell) for cell in row))
+        table.add_row(*(escape(str(cell)) for cell in row))
     out.print(table)
 
 
@@ -341,11 +420,13 @@ def _handlers(_args: argparse.Namespace) -> int:
         try:
             handler = catalog.get(name)
         except StenographError as exc:
-            err.print(f"[red]{name}[/] ({catalog.origin(name)}): {exc}")
+            err.print(
+                f"[red]{escape(name)}[/] ({escape(catalog.origin(name))}): {escape(str(exc))}"
+            )
             status = 1
             continue
         where = f"{handler.phase or 'any phase'}, {catalog.origin(name)}"
-        out.print(f"[bold]{name}[/] ({where}): {handler.summary}")
+        out.print(f"[bold]{escape(name)}[/] ({escape(where)}): {escape(handler.summary)}")
         table = Table(box=None, padding=(0, 2, 0, 2))
         for column in ("setting", "type", "default", "description"):
             table.add_column(column)
@@ -353,9 +434,9 @@ def _handlers(_args: argparse.Namespace) -> int:
             default = info.get_default(call_default_factory=True)
             table.add_row(
                 to_camel(field_name),
-                _type_name(info.annotation),
-                repr(default),
-                info.description or "",
+                escape(_type_name(info.annotation)),
+                escape(repr(default)),
+                escape(info.description or ""),
             )
         out.print(table)
     return status
@@ -369,7 +450,8 @@ def _presets(_args: argparse.Namespace) -> int:
     table = Table("preset", "handlers", "description")
     for name in builtin_names():
         preset = load_preset(name)
-        table.add_row(name, ", ".join(s.handler for s in preset.slots), preset.description)
+        handlers = ", ".join(s.handler for s in preset.slots)
+        table.add_row(escape(name), escape(handlers), escape(preset.description))
     out.print(table)
     return 0
 
@@ -377,18 +459,20 @@ def _presets(_args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     engine = Engine.from_preset(args.preset)
     preset = engine.preset
-    out.print(f"[green]ok[/] preset [bold]{preset.name}[/] ({' -> '.join(preset.files)})")
+    files = escape(" -> ".join(preset.files))
+    out.print(f"[green]ok[/] preset [bold]{escape(preset.name)}[/] ({files})")
     if preset.strict:
         out.print("strict = true: handler failures raise")
     for slot in engine.slots:
-        table = Table(title=f"handlers[{slot.index}]: {slot.name}", title_justify="left")
+        title = escape(f"handlers[{slot.index}]: {slot.name}")
+        table = Table(title=title, title_justify="left")
         table.add_column("setting", no_wrap=True)
         table.add_column("value", overflow="fold")
         table.add_column("set by", overflow="fold")
         values = slot.settings.values
         for field_name in type(values).model_fields:
-            value = repr(getattr(values, field_name))
-            table.add_row(to_camel(field_name), value, slot.settings.origins[field_name])
+            value = escape(repr(getattr(values, field_name)))
+            table.add_row(to_camel(field_name), value, escape(slot.settings.origins[field_name]))
         out.print(table)
     return 0
 

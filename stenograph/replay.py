@@ -28,7 +28,7 @@ from .engine.events import (
 )
 from .engine.session import Session
 from .engine.tokens import content_tokens
-from .integrations.transcripts import Transcript, read_transcript
+from .integrations.transcripts import Transcript, read_transcripts
 
 REPLAY_SYSTEM = "You are a coding agent. (System prompt not recorded in the transcript.)"
 FORK_PROMPT = (resources.files("stenograph.handlers.forked_extraction") / "prompt.md").read_text(
@@ -59,6 +59,8 @@ class ReplayReport:
     request_violations: list[dict[str, Any]] = field(default_factory=list)
     skipped_lines: int = 0
     warnings: list[str] = field(default_factory=list)
+    not_replayed: list[dict[str, Any]] = field(default_factory=list)
+    conversations: list[dict[str, Any]] = field(default_factory=list)
     cache_ttl: dict[str, Any] | None = None
     economics: dict[str, Any] | None = None
     ledger: Ledger = field(default_factory=Ledger, repr=False)
@@ -68,7 +70,19 @@ class ReplayReport:
         data = {k: v for k, v in asdict(self).items() if k != "ledger"}
         if not decisions:
             del data["decisions"]
+        data["lost"], data["exit_status"] = self.lost, self.exit_status
         return data
+
+    @property
+    def lost(self) -> int:
+        """Records the model saw that the replay could not replay (skipped lines included)."""
+        return sum(o["count"] for o in self.not_replayed if o["lost"])
+
+    @property
+    def exit_status(self) -> int:
+        """0 when everything was replayed or deliberately left out; 1 when something was
+        lost, nothing was replayed, or a rendered request breaks an API rule."""
+        return int(bool(self.lost or not self.calls or self.request_violations))
 
 
 def request_line(request: dict[str, Any]) -> str:
@@ -94,34 +108,62 @@ def replay(
     overrides: dict[Any, dict[str, Any]] | None = None,
     progress: Progress | None = None,
     prices: str | Path | None = None,
+    record: int | None = None,
 ) -> ReplayReport:
     """Replay ``path``: for each assistant message, append the inputs before it, run
-    pre-call at the input's time, then post-sampling with the message as the response.
-    The session folder ``<state_dir>/replay-<name>`` is started afresh; the calls are
-    priced with the price table (built in, updated by the file ``prices``)."""
+    pre-call at the moment the request was sent (the newest input's time), then
+    post-sampling at the response's end with the message as the response. A file holding
+    several conversations replays each in its own session (``record``: only that one,
+    from 1). The session folder ``<state_dir>/replay-<name>`` is started afresh; the calls
+    are priced with the price table (built in, updated by the file ``prices``)."""
     table = load_prices(prices)
-    transcript = read_transcript(path)
+    transcripts = read_transcripts(path, record)
     engine = Engine.from_preset(preset, overrides)
-    session_id = session_id_for(Path(path))
+    first = transcripts[0]
+    report = ReplayReport(
+        transcript=str(path),
+        format=first.format,
+        preset=engine.preset.name,
+        session_folder=None,
+        skipped_lines=first.skipped_lines,
+        warnings=list(first.warnings),
+        not_replayed=[o.to_json() for o in first.omitted],
+    )
+    for transcript in transcripts:
+        _replay_one(engine, transcript, state_dir, report, progress)
+    if not report.calls:
+        report.warnings.append(f"{path}: no model call to replay")
+    report.economics = report.ledger.economics(table).to_json()
+    return report
+
+
+def _replay_one(
+    engine: Engine,
+    transcript: Transcript,
+    state_dir: str | Path | None,
+    report: ReplayReport,
+    progress: Progress | None,
+) -> None:
+    """Replay one conversation in a fresh session of its own."""
+    session_id = session_id_for(Path(transcript.path))
+    if transcript.record is not None:
+        session_id += f"-{transcript.record}"
     if state_dir is not None:
         shutil.rmtree(Path(state_dir) / session_id, ignore_errors=True)
     clock = ManualClock(_first_time(transcript))
     session = engine.open_session(session_id, state_dir=state_dir, clock=clock)
-    report = ReplayReport(
-        transcript=str(path),
-        format=transcript.format,
-        preset=engine.preset.name,
-        session_folder=str(session.folder) if session.folder else None,
-        skipped_lines=transcript.skipped_lines,
-        warnings=list(transcript.warnings),
-    )
+    if report.session_folder is None and session.folder is not None:
+        report.session_folder = str(session.folder)
+    calls = report.calls
     try:
         _run(session, clock, transcript, report, progress)
     finally:
         session.close()
     _summarise(session, report)
-    report.economics = report.ledger.economics(table).to_json()
-    return report
+    if transcript.record is not None:
+        report.conversations.append(
+            {"record": transcript.record, "calls": report.calls - calls, "session": session_id}
+        )
 
 
 def _first_time(transcript: Transcript) -> float:
@@ -141,13 +183,13 @@ def _run(
 ) -> None:
     total = len(transcript.messages)
     for done, message in enumerate(transcript.messages, 1):
-        _advance(clock, message)
         if message.get("uuid") in session.history.by_uuid:
             report.warnings.append(f"message {done}: duplicate uuid {message['uuid']}, replaced")
             message = {k: v for k, v in message.items() if k != "uuid"}
         if message.get("role") == "assistant":
-            _call(session, message, report)
+            _call(session, clock, message, report)
         else:
+            _advance(clock, message)
             session.append(message)
         if progress:
             progress(done, total)
@@ -159,7 +201,11 @@ def _advance(clock: ManualClock, message: dict[str, Any]) -> None:
         clock.set(moment)
 
 
-def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> None:
+def _call(
+    session: Session, clock: ManualClock, message: dict[str, Any], report: ReplayReport
+) -> None:
+    """One model call: pre-call now (the request's moment), post-sampling at the response's
+    end (its timestamp: the last chunk's)."""
     index = report.calls
     seen = len(session.events)
     model = str(message.get("model") or (message.get("meta") or {}).get("model") or "replay")
@@ -198,6 +244,7 @@ def _call(session: Session, message: dict[str, Any], report: ReplayReport) -> No
                 }
             )
     seen = len(session.events)
+    _advance(clock, message)
     call.usage = session.post_sampling(message).usage
     session.wait_for_background()
     for event in session.events[seen:]:
@@ -240,7 +287,7 @@ def _decision(event: ThresholdDecision) -> dict[str, Any]:
 
 
 def _summarise(session: Session, report: ReplayReport) -> None:
-    report.memorized_entries = sum(1 for e in session.history if e.memorized)
+    report.memorized_entries += sum(1 for e in session.history if e.memorized)
     for event in session.events:
         if isinstance(event, HandlerFailed):
             report.handler_errors.append(

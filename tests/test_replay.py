@@ -11,7 +11,7 @@ from conftest import DEMO, real_transcripts
 
 import stenograph
 from stenograph.engine.clock import parse_timestamp
-from stenograph.integrations.transcripts import read_transcript
+from stenograph.integrations.transcripts import read_transcript, read_transcripts
 from stenograph.replay import replay
 
 JSON_KEYS = {
@@ -50,26 +50,25 @@ def test_replay_is_deterministic(tmp_path):
 
 
 def _eligible_gaps(path) -> bool:
-    """Whether some call comes a cache TTL (300 s, 3600 s on the 1-hour cache: "auto") or
-    more after the previous response with tool entries before."""
-    messages = read_transcript(path).messages
-    one_hour = any((m.get("usage") or {}).get("ephemeral_1h_input_tokens") for m in messages)
-    threshold = 3600 if one_hour else 300
-    last_response, saw_tools, latest = None, False, None
-    for message in messages:
-        moment = parse_timestamp(message.get("timestamp"))
-        latest = moment if moment is not None else latest
-        if message["role"] == "assistant":
-            if (
-                last_response is not None
-                and latest is not None
-                and saw_tools
-                and (latest - last_response >= threshold)
-            ):
-                return True
-            last_response = moment
-        blocks = message["content"] if isinstance(message["content"], list) else []
-        saw_tools |= any(b.get("type") in ("tool_use", "tool_result") for b in blocks)
+    """Whether some call is sent a cache TTL (300 s, 3600 s on the 1-hour cache: "auto") or
+    more after the previous response's end (the request leaves at its newest input's time,
+    not at its response's), with tool entries before."""
+    for transcript in read_transcripts(path):
+        messages = transcript.messages
+        one_hour = any((m.get("usage") or {}).get("ephemeral_1h_input_tokens") for m in messages)
+        threshold = 3600 if one_hour else 300
+        last_response, saw_tools, latest = None, False, None
+        for message in messages:
+            moment = parse_timestamp(message.get("timestamp"))
+            if message["role"] == "assistant":
+                sent = max(latest or moment or 0, last_response or 0)
+                if last_response is not None and saw_tools and sent - last_response >= threshold:
+                    return True
+                last_response = moment if moment is not None else last_response
+            elif moment is not None:
+                latest = moment
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            saw_tools |= any(b.get("type") in ("tool_use", "tool_result") for b in blocks)
     return False
 
 
@@ -77,7 +76,8 @@ def _eligible_gaps(path) -> bool:
 def test_every_real_transcript_replays(tmp_path, path):
     report = replay(path, strict_preset(tmp_path), state_dir=tmp_path)
     assert report.handler_errors == [] and report.request_violations == []
-    assert report.calls == sum(m["role"] == "assistant" for m in read_transcript(path).messages)
+    conversations = read_transcripts(path)
+    assert report.calls == sum(m["role"] == "assistant" for t in conversations for m in t.messages)
     assert report.tokens_sent <= report.tokens_full
     if report.memorize_events:
         assert report.tokens_sent < report.tokens_full

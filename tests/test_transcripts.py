@@ -309,7 +309,9 @@ def test_synthetic_assistant_messages_are_dropped(tmp_path):
     path = write_lines(tmp_path / "s.jsonl", [user("u1", None, 0, "hi"), synthetic])
     t = read_transcript(path)
     assert summary(t.messages) == [("user", "hi")]
-    assert t.warnings == [f"{path}:2: dropped synthetic assistant message (a Claude Code notice)"]
+    (omission,) = t.omitted  # a notice, no model call: left out, nothing lost
+    assert omission.reason.startswith("synthetic assistant message") and not omission.lost
+    assert omission.where == [f"{path}:2"] and t.warnings == []
 
 
 def test_sidechain_file_reads_like_a_session(tmp_path):
@@ -338,7 +340,9 @@ def test_duplicate_uuid_is_read_once(tmp_path):
     path = write_lines(tmp_path / "s.jsonl", [first, first])
     t = read_transcript(path)
     assert summary(t.messages) == [("user", "hello")]
-    assert t.warnings == [f"{path}:2: duplicate uuid u1; kept the first record"]
+    assert [(o.reason, o.lost, o.where) for o in t.omitted] == [
+        ("record repeating an earlier uuid (the first is kept)", False, [f"{path}:2"])
+    ]
 
 
 def test_consecutive_user_records_stay_separate(tmp_path):
@@ -378,7 +382,9 @@ def test_missing_parent_and_cycle_stop_with_a_warning(tmp_path):
     missing = write_lines(tmp_path / "missing.jsonl", [user("u2", "gone", 1, "orphan")])
     t = read_transcript(missing)
     assert summary(t.messages) == [("user", "orphan")]
-    assert t.warnings == [f"{missing}:1: parent gone not found; earlier history is missing"]
+    reason = "history before a parent record missing from the file"
+    assert t.warnings == [f"{missing}:1: not replayed: {reason}"]
+    assert [(o.reason, o.lost) for o in t.omitted] == [(reason, True)]
 
     cycle = write_lines(
         tmp_path / "cycle.jsonl",
@@ -427,7 +433,8 @@ def test_empty_file_gives_empty_transcript(tmp_path):
         path.write_text(body)
         t = read_transcript(path)
         assert isinstance(t, Transcript)
-        assert (t.messages, t.skipped_lines, t.warnings) == ([], 0, [])
+        assert (t.messages, t.skipped_lines) == ([], 0)
+        assert t.warnings == [f"{path}: the file is empty: nothing to replay"]
 
 
 def test_unknown_format_and_unreadable_file_raise(tmp_path):
@@ -827,7 +834,8 @@ def test_real_transcript_loads_cleanly(path):
     assert not request or stenograph.check_request(request) == []
     if t.format != "claude-code-jsonl":
         return
-    assert all(": not replayed: " in w or ": left out: " in w for w in t.warnings)
+    lost = {o.reason for o in t.omitted if o.lost}
+    assert lost <= {"first prompt not in the file (a stand-in is sent)"}
     records = read_records(path)
     if all("usage" in r["message"] for r in records if r.get("type") == "assistant"):
         assert all(

@@ -11,7 +11,7 @@ from helpers import tool_result
 import stenograph
 from stenograph.engine.events import ThresholdDecision
 from stenograph.engine.tokens import content_tokens
-from stenograph.integrations.transcripts import read_transcript
+from stenograph.integrations.transcripts import read_transcripts
 from stenograph.replay import replay
 
 UT = "update-threshold"
@@ -215,10 +215,20 @@ def test_without_an_extractor_decisions_count_as_handled():
 
 
 def reference_extractions(path) -> list[int]:
-    """Claude Code's formula, written as plainly as possible, rescanning everything per call."""
+    """Claude Code's formula, written as plainly as possible, rescanning everything per call
+    (each conversation of the file on its own, the call indexes running on)."""
+    fired: list[int] = []
+    before = 0  # the calls of the conversations before
+    for transcript in read_transcripts(path):
+        fired += [before + i for i in _reference(transcript.messages)]
+        before += sum(m["role"] == "assistant" for m in transcript.messages)
+    return fired
+
+
+def _reference(conversation: list[dict]) -> list[int]:
     messages, fired = [], []
     initialized, base, last_position, index = False, 0, -1, 0
-    for message in read_transcript(path).messages:
+    for message in conversation:
         messages.append(message)
         if message["role"] != "assistant":
             continue

@@ -95,9 +95,7 @@ def content_problems(
     ids: Sequence[MessageIds], indexes: Iterable[int], offset: int = 0
 ) -> list[str]:
     """The content problems of the messages at ``indexes``."""
-    return [
-        f"message {offset + i}: {p}" for i in sorted(indexes) for p in ids[i].content_problems
-    ]
+    return [f"message {offset + i}: {p}" for i in sorted(indexes) for p in ids[i].content_problems]
 
 
 def check_unique(ids: Sequence[MessageIds], offset: int = 0) -> list[str]:

@@ -33,20 +33,52 @@ from .other_formats import (
     parse_swe_agent,
 )
 
-__all__ = ["Transcript", "TranscriptError", "read_transcript"]
+__all__ = ["FORMATS", "Transcript", "TranscriptError", "read_transcript", "read_transcripts"]
+
+FORMATS = {
+    CLAUDE_CODE: "Claude Code session JSONL (main sessions and agent-* sidechains)",
+    MESSAGES_JSON: 'Anthropic Messages-API JSON (a list of messages, or {"messages": [...]})',
+    OPENHANDS: "OpenHands event list or evaluation output (JSON, or one record per line)",
+    SWE_AGENT: "SWE-agent trajectory (.traj)",
+}
 
 
 def read_transcript(path: str | os.PathLike) -> Transcript:
-    """Read a transcript file; bad lines are skipped and reported in ``warnings``.
+    """Read a transcript file (the first conversation of a file holding several); bad
+    lines are skipped and reported in ``warnings``.
 
     Raises TranscriptError if the file cannot be read or is not a recognised format.
     """
+    return read_transcripts(path)[0]
+
+
+def read_transcripts(path: str | os.PathLike, record: int | None = None) -> list[Transcript]:
+    """Every conversation of a transcript file (``record``: only that one, counted from 1),
+    as Messages-API messages; what is not replayed is counted in ``omitted``."""
     path = Path(path)
     log = Log(path)
-    kind, messages = _parse(_read_text(path), log)
-    messages = follow_api_rules(messages, log)
-    messages = user_first(repair_tool_pairing(messages, log), log)
-    return Transcript(path, kind, messages, log.skipped, log.warnings, list(log.omitted.values()))
+    kind, conversations = _parse(_read_text(path), log)
+    several = len(conversations) > 1
+    if record is not None:
+        if not 1 <= record <= len(conversations):
+            raise TranscriptError(
+                f"{path}: no record {record}; the file holds {len(conversations)} conversation(s)"
+            )
+        chosen = [(record, conversations[record - 1])]
+        log.omit("conversation not chosen with --record", None, False, len(conversations) - 1)
+    else:
+        chosen = list(enumerate(conversations, 1))
+    fixed = [(n, _requests(messages, log)) for n, messages in chosen]
+    omitted = list(log.omitted.values())
+    return [
+        Transcript(path, kind, messages, log.skipped, log.warnings, omitted, n if several else None)
+        for n, messages in fixed
+    ]
+
+
+def _requests(messages: list[dict], log: Log) -> list[dict]:
+    """Messages made into requests the API accepts (see ``api_rules``)."""
+    return user_first(repair_tool_pairing(follow_api_rules(messages, log), log), log)
 
 
 def _read_text(path: Path) -> str:
@@ -57,29 +89,32 @@ def _read_text(path: Path) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def _parse(text: str, log: Log) -> tuple[str, list[dict]]:
-    """Detect the format of `text` and convert it."""
+def _parse(text: str, log: Log) -> tuple[str, list[list[dict]]]:
+    """Detect the format of `text` and convert it into one or more conversations."""
     if not text.strip():
-        return CLAUDE_CODE, []
+        log.warn("the file is empty: nothing to replay")
+        return CLAUDE_CODE, [[]]
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return _parse_rows(json_lines(text), log)
     if looks_like_record(value):
         return _parse_rows(json_lines(text), log)
-    return _parse_value(value, log)
+    kind, messages = _parse_value(value, log)
+    return kind, [messages]
 
 
-def _parse_rows(rows: list[tuple[int, Any]], log: Log) -> tuple[str, list[dict]]:
+def _parse_rows(rows: list[tuple[int, Any]], log: Log) -> tuple[str, list[list[dict]]]:
     """A JSON Lines file: Claude Code records, or OpenHands evaluation output records."""
     if any(looks_like_record(value) for _, value in rows):
-        return CLAUDE_CODE, parse_claude_code(rows, log)
+        return CLAUDE_CODE, [parse_claude_code(rows, log)]
     records = [(line, value) for line, value in rows if looks_like_openhands_record(value)]
     if not records:
         raise _unrecognised(log)
-    if len(records) > 1:
-        log.warn(f"{len(records)} OpenHands records; read only the first", records[0][0])
-    return OPENHANDS, parse_openhands(records[0][1]["history"], log)
+    others = len(rows) - len(records)
+    if others:
+        log.omit("line that is not an OpenHands record", None, True, others)
+    return OPENHANDS, [parse_openhands(value["history"], log) for _, value in records]
 
 
 def _parse_value(value: Any, log: Log) -> tuple[str, list[dict]]:
@@ -96,4 +131,5 @@ def _parse_value(value: Any, log: Log) -> tuple[str, list[dict]]:
 
 
 def _unrecognised(log: Log) -> TranscriptError:
-    return TranscriptError(f"{log.path}: not a recognised transcript format")
+    accepted = "; ".join(FORMATS.values())
+    return TranscriptError(f"{log.path}: not a recognised transcript format. Accepted: {accepted}")

@@ -57,6 +57,7 @@ class Transcript:
     skipped_lines: int
     warnings: list[str]
     omitted: list[Omission] = field(default_factory=list)
+    record: int | None = None  # which conversation of a file holding several (from 1)
 
 
 WHERE_KEPT = 5  # locations kept per omission reason
@@ -74,13 +75,14 @@ class Log:
     def omit(
         self, reason: str, where: int | str | None = None, lost: bool = True, count: int = 1
     ) -> None:
-        """Count ``count`` records not replayed for ``reason`` and warn once per call."""
+        """Count ``count`` records not replayed for ``reason``; a lost one is also warned."""
         omission = self.omitted.setdefault(reason, Omission(reason, lost))
         omission.count += count
         label = self._where(where)
         if len(omission.where) < WHERE_KEPT:
             omission.where.append(label)
-        self.warnings.append(f"{label}: {'not replayed' if lost else 'left out'}: {reason}")
+        if lost:
+            self.warnings.append(f"{label}: not replayed: {reason}")
 
     def warn(self, message: str, where: int | str | None = None) -> None:
         """Record a warning; `where` is a line number or a label such as ``messages[3]``."""

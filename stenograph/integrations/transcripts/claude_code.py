@@ -56,14 +56,20 @@ class _Record:
 
 
 def parse_claude_code(rows: list[tuple[int, Any]], log: Log) -> list[dict]:
-    """Messages of the newest branch of a session, with streamed chunks merged."""
+    """Messages of the branch holding the newest response, with streamed chunks merged,
+    compactions crossed, queued prompts placed at their time; every record not replayed is
+    counted by reason in ``log``."""
     records = _load(rows, log)
+    scope = _scope(records)
     by_uuid = {record.uuid: record for record in records if record.uuid is not None}
-    leaf = _newest_leaf(records)
-    if leaf is None:
-        return []
-    chain = _chain(leaf, by_uuid, log)
-    return _build(_kept(records, chain), log)
+    leaf = _leaf(scope, records)
+    chain = _chain(leaf, records, by_uuid, log) if leaf is not None else []
+    kept = _kept(records, {r.uuid for r in chain})
+    messages = _build(kept, log)
+    messages = _place_queued(records, messages, log)
+    replayed = {id(r) for r in kept} | {id(r) for r in chain if _is_boundary(r)}
+    _account(records, scope, replayed, {r.message_id for r in kept}, log)
+    return messages
 
 
 def _str(value: Any) -> str | None:
@@ -85,7 +91,7 @@ def _load(rows: list[tuple[int, Any]], log: Log) -> list[_Record]:
             continue
         uuid = _str(value.get("uuid"))
         if uuid in seen:
-            log.warn(f"duplicate uuid {uuid}; kept the first record", line)
+            log.omit("record repeating an earlier uuid (the first is kept)", line, False)
             continue
         if uuid is not None:
             seen.add(uuid)
@@ -111,14 +117,80 @@ def _problem(value: Any) -> str | None:
     return None
 
 
-def _newest_leaf(records: list[_Record]) -> _Record | None:
-    """The conversation record with the latest timestamp (ties: last in file).
+def _scope(records: list[_Record]) -> list[_Record]:
+    """The records of the file's own conversation: the main session's (a sidechain file,
+    all of whose records are a subagent's, is its own conversation)."""
+    main = [r for r in records if not r.data.get("isSidechain")]
+    return main if any(r.usable for r in main) else records
 
-    Main-session records win over sidechain ones when a file mixes both.
-    """
-    candidates = [r for r in records if r.usable]
-    main = [r for r in candidates if not r.data.get("isSidechain")]
-    return max(main or candidates, key=lambda r: (_when(r.data), r.index), default=None)
+
+def _leaf(scope: list[_Record], records: list[_Record]) -> _Record | None:
+    """The newest leaf below the newest model response (the branch the session ended
+    on); with no response at all, the newest leaf. A record with conversation below it is
+    no leaf, however new (a meta caveat written after its children)."""
+    nodes = {r.uuid: r for r in scope if r.uuid is not None}
+    children: dict[str, list[_Record]] = {}
+    for record in nodes.values():
+        parent = record.parent if record.parent in nodes else _joined_parent(record, records)
+        if parent is not None:
+            children.setdefault(parent, []).append(record)
+    inner = _with_conversation_below(scope, nodes, records)
+    usable = [r for r in scope if r.usable]
+    responses = [r for r in usable if r.type == "assistant" and not _synthetic(r)]
+    top = max(responses, key=_newest, default=None)
+    below = [r for r in _descendants(top, children) if r.usable] if top else usable
+    leaves = [r for r in below if r.uuid not in inner] or below
+    return max(leaves, key=_newest, default=None)
+
+
+def _with_conversation_below(
+    scope: list[_Record], nodes: dict[str | None, _Record], records: list[_Record]
+) -> set[str]:
+    """Uuids of the records that have a conversation record below them."""
+    marked: set[str] = set()
+    for record in scope:
+        if not record.usable:
+            continue
+        parent = record.parent if record.parent in nodes else _joined_parent(record, records)
+        while parent is not None and parent not in marked:
+            marked.add(parent)
+            above = nodes.get(parent)
+            if above is None:
+                break
+            parent = above.parent if above.parent in nodes else _joined_parent(above, records)
+    return marked
+
+
+def _newest(record: _Record) -> tuple[float, int]:
+    return (_when(record.data), record.index)
+
+
+def _descendants(top: _Record, children: dict[str, list[_Record]]) -> list[_Record]:
+    found, todo = [top], [top]
+    while todo:
+        for child in children.get(todo.pop().uuid or "", []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _synthetic(record: _Record) -> bool:
+    return record.message.get("model") == SYNTHETIC_MODEL
+
+
+def _is_boundary(record: _Record) -> bool:
+    return record.type == "system" and record.data.get("subtype") == "compact_boundary"
+
+
+def _joined_parent(record: _Record, records: list[_Record]) -> str | None:
+    """A compaction boundary whose logical parent is not in the file joins the last
+    conversation record before it in file order (None: the file starts there)."""
+    if not _is_boundary(record):
+        return None
+    for earlier in reversed(records[: record.index]):
+        if earlier.usable and not earlier.data.get("isSidechain"):
+            return earlier.uuid
+    return None
 
 
 def _when(data: dict) -> float:
@@ -132,20 +204,35 @@ def _when(data: dict) -> float:
     return moment.timestamp()
 
 
-def _chain(leaf: _Record, by_uuid: dict[str, _Record], log: Log) -> set[str]:
-    """Uuids on the path from `leaf` back to the root, stopping at cycles and gaps."""
-    chain: set[str] = set()
-    child, uuid = leaf, leaf.uuid
-    while uuid is not None:
-        if uuid in chain:
-            log.warn(f"parentUuid cycle at {uuid}; stopped walking back", child.line)
+def _chain(
+    leaf: _Record, records: list[_Record], by_uuid: dict[str, _Record], log: Log
+) -> list[_Record]:
+    """The records from the root to ``leaf`` (compaction boundaries crossed), stopping at
+    cycles and missing parents (the history before is lost: counted)."""
+    chain: list[_Record] = []
+    seen: set[str] = set()
+    record: _Record | None = leaf
+    while record is not None:
+        if record.uuid in seen:
+            log.warn(f"parentUuid cycle at {record.uuid}; stopped walking back", record.line)
             break
-        record = by_uuid.get(uuid)
+        seen.add(record.uuid or "")
+        chain.append(record)
+        parent = record.parent
+        if _is_boundary(record) and (parent is None or parent not in by_uuid):
+            parent = _joined_parent(record, records)
+            if parent is not None and record.data.get("logicalParentUuid"):
+                log.warn(
+                    "compaction boundary's logical parent is not in the file; joined the"
+                    " conversation record before it",
+                    record.line,
+                )
+        if parent is None:
+            break
+        record = by_uuid.get(parent)
         if record is None:
-            log.warn(f"parent {uuid} not found; earlier history is missing", child.line)
-            break
-        chain.add(uuid)
-        child, uuid = record, record.parent
+            log.omit("history before a parent record missing from the file", chain[-1].line)
+    chain.reverse()
     return chain
 
 
@@ -155,7 +242,7 @@ def _kept(records: list[_Record], chain: set[str]) -> list[_Record]:
     Parallel tool calls make the DAG fork without a rewind: every chunk of one response
     and every tool_result points at its own chunk, while the chain follows only one.
     """
-    kept = [r for r in records if r.usable and r.uuid in chain]
+    kept = [r for r in records if (r.usable or r.type == "attachment") and r.uuid in chain]
     response_ids = {r.message_id for r in kept if r.type == "assistant"} - {None}
     kept += [
         r
@@ -187,16 +274,29 @@ def _result_ids(record: _Record) -> list[str]:
 
 
 def _build(kept: list[_Record], log: Log) -> list[dict]:
-    """Convert records to messages, merging chunks that share ``message.id``."""
+    """Convert records to messages, merging chunks that share ``message.id``. A compact
+    summary is left out when the history it summarises comes before it."""
     messages: list[dict] = []
     current: dict | None = None
     current_id: str | None = None
     for record in kept:
-        if record.type == "user":
-            if not record.data.get("isCompactSummary"):
+        if record.type == "attachment":
+            message = _attachment(record, log)
+            if message is not None:
+                messages.append(message)
+        elif record.type == "user":
+            if not record.data.get("isCompactSummary") or not messages:
                 messages.append(_message(record))
-        elif record.message.get("model") == SYNTHETIC_MODEL:
-            log.warn("dropped synthetic assistant message (a Claude Code notice)", record.line)
+            else:
+                log.omit(
+                    "compact summary (the history it summarises is replayed)", record.line, False
+                )
+        elif _synthetic(record):
+            log.omit(
+                "synthetic assistant message (a Claude Code notice, no model call)",
+                record.line,
+                False,
+            )
         elif current is not None and current_id is not None and record.message_id == current_id:
             chunk = _message(record)
             current["content"].extend(chunk.pop("content"))
@@ -205,6 +305,96 @@ def _build(kept: list[_Record], log: Log) -> list[dict]:
             current, current_id = _message(record), record.message_id
             messages.append(current)
     return messages
+
+
+def _attachment(record: _Record, log: Log) -> dict | None:
+    """A queued prompt delivered as an attachment is user input; other attachments were
+    sent in a form the file does not record (counted as not replayed)."""
+    attachment = as_dict(record.data.get("attachment"))
+    prompt = attachment.get("prompt")
+    if attachment.get("type") == "queued_command" and valid_content(prompt) and prompt:
+        message = {"role": "user", "content": prompt, "uuid": record.uuid}
+        if _str(record.data.get("timestamp")):
+            message["timestamp"] = record.data["timestamp"]
+        return message
+    kind = attachment.get("type") or "unknown"
+    log.omit(
+        f"attachment ({kind}): sent to the model in a form the file does not hold", record.line
+    )
+    return None
+
+
+def _place_queued(records: list[_Record], messages: list[dict], log: Log) -> list[dict]:
+    """Prompts typed while the agent worked, held only as ``queue-operation`` records, are
+    replayed as user input at their time; one that became a user message is left out."""
+    out = list(messages)
+    for record in records:
+        content = record.data.get("content")
+        if record.type != "queue-operation" or record.data.get("operation") != "enqueue":
+            continue
+        if not content or not valid_content(content):
+            continue
+        at = _when(record.data)
+        if _delivered(content, at, out):
+            log.omit("queued prompt (replayed as the user message it became)", record.line, False)
+            continue
+        position = len(out)
+        while position and _when(out[position - 1]) > at:
+            position -= 1
+        message = {"role": "user", "content": content, "timestamp": record.data["timestamp"]}
+        out.insert(position, message)
+        log.warn("queued prompt delivered mid-turn: replayed as input at its time", record.line)
+    return out
+
+
+def _delivered(content: Any, at: float, messages: list[dict]) -> bool:
+    """Whether a user message at or after ``at`` holds the queued text."""
+    texts = (
+        [content]
+        if isinstance(content, str)
+        else [b.get("text", "") for b in content if b.get("type") == "text"]
+    )
+    needle = max(texts, key=len, default="").strip()
+    if not needle:
+        return True
+    return any(
+        m["role"] == "user" and _when(m) >= at - 1 and needle in _text_of(m["content"])
+        for m in messages
+    )
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+
+
+def _account(
+    records: list[_Record], scope: list[_Record], replayed: set[int], ids: set, log: Log
+) -> None:
+    """Count every record that is neither replayed nor counted already, by reason (``ids``:
+    the message ids replayed)."""
+    in_scope = set(map(id, scope))
+    calls: set[str] = set()
+    for record in records:
+        if id(record) in replayed or not isinstance(record.type, str):
+            continue
+        if record.type in ("queue-operation", "attachment") and id(record) in in_scope:
+            if record.type == "attachment":
+                log.omit("attachment on an abandoned branch", record.line, False)
+            continue
+        if id(record) not in in_scope:
+            log.omit("subagent record (its conversation is in its own file)", record.line, False)
+        elif record.usable:
+            if record.type == "assistant" and not _synthetic(record) and record.message_id:
+                calls.add(record.message_id)
+            if record.message_id in ids:
+                continue  # a chunk of a replayed response
+            log.omit("record on an abandoned branch (rewound or superseded)", record.line, False)
+        elif record.type not in CONVERSATION:
+            log.omit(f"{record.type} record (not sent to the model)", record.line, False)
+    if calls - ids:
+        log.omit("model calls on abandoned branches", None, False, len(calls - ids))
 
 
 def _message(record: _Record) -> dict:
