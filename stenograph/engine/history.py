@@ -173,6 +173,9 @@ class History:
         ids = message_ids({"role": entry.role, "content": new})
         before = self._ids[index]
         self._messages[index] = message
+        if ids.content_problems:  # rare: checked whole, so block numbers are the message's
+            self._set_ids(index, message_ids(message))
+            return
         self._set_ids(
             index,
             MessageIds(
