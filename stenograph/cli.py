@@ -8,6 +8,7 @@ import difflib
 import json
 import logging
 import sys
+import threading
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -15,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .engine.errors import StenographError
-from .integrations.transcripts import FORMATS, TranscriptError
+from .integrations.transcripts import TranscriptError, format_descriptions
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from .engine.events import Event
     from .replay import ReplayReport
 
 # Heavy modules (rich, pydantic, the engine, the tokenizer) are imported by the commands
@@ -53,10 +55,14 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-FORMAT_HELP = "a transcript file; the format is detected from its content: " + "; ".join(
-    FORMATS.values()
-)
 log = logging.getLogger("stenograph.cli")
+
+
+@cache
+def _format_help() -> str:
+    """The transcript argument's help: every registered format (plugins included)."""
+    formats = "; ".join(format_descriptions().values())
+    return f"a transcript file; the format is detected from its content: {formats}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "--requests", metavar="FILE", help="write every rendered request to FILE, one JSON per line"
     )
+    cmd.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write every event to FILE as it happens, one JSON per line",
+    )
     _replay_command(
         commands,
         "explain",
@@ -125,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         _explain,
     )
     cmd = commands.add_parser("show", help="print the request sent at one model call")
-    cmd.add_argument("transcript", help=FORMAT_HELP)
+    cmd.add_argument("transcript", help=_format_help())
     cmd.add_argument("--call", type=int, required=True, metavar="N", help="call index, from 0")
     cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
     cmd.add_argument(
@@ -165,7 +176,7 @@ def _replay_command(
     commands: Any, name: str, help_text: str, state_dir: str | None, json_help: str, run: Any
 ) -> argparse.ArgumentParser:
     cmd = commands.add_parser(name, help=help_text, description=help_text)
-    cmd.add_argument("transcript", help=FORMAT_HELP)
+    cmd.add_argument("transcript", help=_format_help())
     cmd.add_argument(
         "--preset", default="default", help="built-in preset name or .toml file (default: default)"
     )
@@ -186,11 +197,25 @@ def _replay_command(
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
+    path = getattr(args, "events", None)
+    if path is None:
+        return _replay_with(args, None)
+    lock = threading.Lock()
+    with open(path, "w", encoding="utf-8") as file:
+
+        def write(event: Event) -> None:
+            with lock:
+                file.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+
+        return _replay_with(args, write)
+
+
+def _replay_with(args: argparse.Namespace, on_event: Any) -> ReplayReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .replay import replay
 
-    options = {"prices": args.prices, "record": args.record}
+    options = {"prices": args.prices, "record": args.record, "on_event": on_event}
     if args.json or not _err().is_terminal:
         return replay(args.transcript, args.preset, args.state_dir, **options)
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -450,9 +475,8 @@ def _handlers(_args: argparse.Namespace) -> int:
     from pydantic.alias_generators import to_camel
 
     from .engine.discovery import HandlerCatalog
-    from .engine.engine import Engine
 
-    catalog = HandlerCatalog(Engine.plugin_manager())
+    catalog = HandlerCatalog()
     status = 0
     for name in catalog.names():
         try:
@@ -523,10 +547,9 @@ def _check(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     from .engine.discovery import HandlerCatalog
-    from .engine.engine import Engine
     from .schema import schema_text
 
-    text = schema_text(HandlerCatalog(Engine.plugin_manager()))
+    text = schema_text(HandlerCatalog())
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         _err_line(f"wrote {args.output}")
@@ -537,7 +560,6 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     from .engine.discovery import HandlerCatalog
-    from .engine.engine import Engine
     from .engine.presets import load_preset
     from .scaffold import preset_text, write_plugin, write_preset
 
@@ -554,7 +576,7 @@ def _init(args: argparse.Namespace) -> int:
         handlers = [slot.handler for slot in load_preset("default").slots]
     path = Path(args.output or f"{name}.toml")
     write_preset(
-        path, preset_text(name, handlers, HandlerCatalog(Engine.plugin_manager())), args.force
+        path, preset_text(name, handlers, HandlerCatalog()), args.force
     )
     _err_line(f"wrote {path}: stenograph check {path}")
     return 0

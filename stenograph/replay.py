@@ -20,6 +20,7 @@ from .engine.events import (
     CacheTtlDetected,
     Compacted,
     EntriesMemorized,
+    Event,
     ExtractionFailed,
     ExtractionFinished,
     HandlerFailed,
@@ -109,13 +110,15 @@ def replay(
     progress: Progress | None = None,
     prices: str | Path | None = None,
     record: int | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> ReplayReport:
     """Replay ``path``: for each assistant message, append the inputs before it, run
     pre-call at the moment the request was sent (the newest input's time), then
     post-sampling at the response's end with the message as the response. A file holding
     several conversations replays each in its own session (``record``: only that one,
     from 1). The session folder ``<state_dir>/replay-<name>`` is started afresh; the calls
-    are priced with the price table (built in, updated by the file ``prices``)."""
+    are priced with the price table (built in, updated by the file ``prices``);
+    ``on_event`` is given every event as it is recorded."""
     table = load_prices(prices)
     transcripts = read_transcripts(path, record)
     engine = Engine.from_preset(preset, overrides)
@@ -130,7 +133,7 @@ def replay(
         not_replayed=[o.to_json() for o in first.omitted],
     )
     for transcript in transcripts:
-        _replay_one(engine, transcript, state_dir, report, progress)
+        _replay_one(engine, transcript, state_dir, report, progress, on_event)
     if not report.calls:
         report.warnings.append(f"{path}: no model call to replay")
     report.economics = report.ledger.economics(table).to_json()
@@ -143,6 +146,7 @@ def _replay_one(
     state_dir: str | Path | None,
     report: ReplayReport,
     progress: Progress | None,
+    on_event: Callable[[Event], None] | None,
 ) -> None:
     """Replay one conversation in a fresh session of its own."""
     session_id = session_id_for(Path(transcript.path))
@@ -151,7 +155,8 @@ def _replay_one(
     if state_dir is not None:
         shutil.rmtree(Path(state_dir) / session_id, ignore_errors=True)
     clock = ManualClock(_first_time(transcript))
-    session = engine.open_session(session_id, state_dir=state_dir, clock=clock)
+    session = engine.open_session(session_id, state_dir=state_dir, clock=clock, on_event=on_event)
+    report.ledger.new_conversation()
     if report.session_folder is None and session.folder is not None:
         report.session_folder = str(session.folder)
     calls = report.calls

@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 from pydantic.alias_generators import to_camel
 
-import stenograph
 from stenograph.cli import _parser
 from stenograph.engine import hookspecs
 from stenograph.engine.discovery import HandlerCatalog
 from stenograph.engine.presets import builtin_names
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-CATALOG = HandlerCatalog(stenograph.Engine.plugin_manager())
+CATALOG = HandlerCatalog()
 BUILTINS = [name for name in CATALOG.names() if CATALOG.origin(name) == "built-in"]
 HOOKS = {
     name: function

@@ -54,7 +54,7 @@ def validator(schema: dict) -> jsonschema.Draft7Validator:
 def test_the_schema_is_draft_7_and_matches_the_settings_models(schema):
     validator(schema)
     for name in ALL_HANDLERS.split(","):
-        model = HandlerCatalog(stenograph.Engine.plugin_manager()).get(name).Settings
+        model = HandlerCatalog().get(name).Settings
         properties = schema["definitions"][name]["properties"]
         assert set(properties) == {"use"} | {to_camel(f) for f in model.model_fields}
         for field_name, info in model.model_fields.items():
@@ -79,12 +79,12 @@ def redact_source(monkeypatch):
 def test_the_example_plugin_preset_is_valid_with_the_plugin_known(redact_source):
     RedactSecrets = redact_source.RedactSecrets
 
-    catalog = HandlerCatalog(stenograph.Engine.plugin_manager())
-    catalog.add(RedactSecrets, "package 'stenograph-redact'")
+    catalog = HandlerCatalog()
+    catalog.add_handler(RedactSecrets, "package 'stenograph-redact'")
     preset = tomllib.loads((REDACT / "redact.toml").read_text())
     assert list(validator(preset_schema(catalog)).iter_errors(preset)) == []
     without = list(
-        validator(preset_schema(HandlerCatalog(stenograph.Engine.plugin_manager()))).iter_errors(
+        validator(preset_schema(HandlerCatalog())).iter_errors(
             preset
         )
     )
@@ -133,7 +133,7 @@ def test_init_lists_every_setting_and_passes_check_unchanged(tmp_path, schema):
     assert result.returncode == 0, result.stderr
     path = tmp_path / "my-agent.toml"
     text = path.read_text()
-    catalog = HandlerCatalog(stenograph.Engine.plugin_manager())
+    catalog = HandlerCatalog()
     for name in ALL_HANDLERS.split(","):
         for field_name, info in catalog.get(name).Settings.model_fields.items():
             key = to_camel(field_name)

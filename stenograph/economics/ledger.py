@@ -46,6 +46,10 @@ class Ledger:
     _merged: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _seen: int = 0
 
+    def new_conversation(self) -> None:
+        """The next calls belong to another session (its history starts empty)."""
+        self._runs, self._merged, self._seen = [], [], 0
+
     def full_messages(self, entries: list[Entry]) -> list[dict[str, Any]]:
         """The request messages of ``entries`` in full (no handler changes), merged as the
         session merges them; earlier messages are built once."""

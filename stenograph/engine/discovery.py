@@ -1,131 +1,168 @@
-"""Finding handlers by name: built-ins through the plugin path, third-party by entry point."""
+"""Finding plugins by name: one lazy catalog per entry-point group.
+
+Built-ins are described exactly like installed plugins, as entry points (``name =
+module:attribute``), so both load on first use, through the same path, with the same
+duplicate-name and load-error handling (pytest's ``default_plugins``, loaded like ``-p``).
+"""
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import logging
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-
-import pluggy
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from .errors import PluginError
-from .handler import Handler
+
+if TYPE_CHECKING:
+    from .handler import Handler
 
 ENTRY_POINT_GROUP = "stenograph.handlers"
-DEFAULT_HANDLERS = (
-    "stenograph.handlers.inactivity_memorize",
-    "stenograph.handlers.update_threshold",
-    "stenograph.handlers.forked_extraction",
-    "stenograph.handlers.memory_compact",
-)
+BUILTIN = "built-in"
 log = logging.getLogger("stenograph.engine.discovery")
+T = TypeVar("T")
+
+
+def builtin_sources(group: str, targets: dict[str, str]) -> tuple[EntryPoint, ...]:
+    """Built-ins as entry points of ``group``: ``{name: "module:attribute"}``."""
+    return tuple(EntryPoint(name, value, group) for name, value in targets.items())
+
+
+BUILTIN_HANDLERS = builtin_sources(
+    ENTRY_POINT_GROUP,
+    {
+        "inactivity-memorize": "stenograph.handlers.inactivity_memorize:InactivityMemorize",
+        "update-threshold": "stenograph.handlers.update_threshold:UpdateThreshold",
+        "forked-extraction": "stenograph.handlers.forked_extraction:ForkedExtraction",
+        "memory-compact": "stenograph.handlers.memory_compact:MemoryCompact",
+    },
+)
 
 
 @dataclass(frozen=True)
-class HandlerSource:
-    """Where a handler name comes from: a built-in class or an entry point (loaded lazily)."""
+class Source(Generic[T]):
+    """Where a name comes from: an entry point (loaded lazily) or an object given in code."""
 
     name: str
     origin: str
-    handler: type[Handler] | None = None
     entry_point: EntryPoint | None = None
+    obj: T | None = None
 
 
-class HandlerCatalog:
-    """All handler names known to one plugin manager; classes are loaded on first use."""
+class Catalog(ABC, Generic[T]):
+    """Every name of one entry-point group, built-ins first; objects load on first use.
+    Subclasses set ``kind``, ``group`` and ``builtins`` and check what a name loads."""
 
-    def __init__(self, pm: pluggy.PluginManager) -> None:
-        self._sources: dict[str, HandlerSource] = {}
-        self._loaded: dict[str, type[Handler]] = {}
-        for module_name in DEFAULT_HANDLERS:
-            pm.register(importlib.import_module(module_name), name=f"builtin:{module_name}")
-        pm.hook.register_handlers(register=self._register_builtin)
-        self._add_entry_points()
+    kind: ClassVar[str]
+    group: ClassVar[str]
+    builtins: ClassVar[tuple[EntryPoint, ...]]
 
-    def _register_builtin(self, handler: type[Handler]) -> None:
-        self.add(handler, "built-in")
+    def __init__(self) -> None:
+        self._sources: dict[str, Source[T]] = {}
+        self._loaded: dict[str, T] = {}
+        for ep in self.builtins:
+            self._claim(Source(ep.name, BUILTIN, entry_point=ep))
+        for ep in entry_points(group=self.group):
+            self._claim(Source(ep.name, _distribution_name(ep), entry_point=ep))
 
-    def add(self, handler: type[Handler], origin: str = "the host application") -> None:
-        """Make ``handler`` available under ``handler.name`` (names must be unique)."""
-        _check_handler_class(handler, getattr(handler, "name", ""), origin)
-        known = self._sources.get(handler.name)
-        if known is not None and self._same(known, handler):
+    def _claim(self, source: Source[T]) -> None:
+        known = self._sources.get(source.name)
+        if known is not None:
+            assert source.entry_point is not None
+            raise PluginError(
+                f"{self.kind.capitalize()} name '{source.name}' is claimed twice: by"
+                f" {known.origin} and by {source.origin} ({source.entry_point.value})."
+                " Uninstall one of them."
+            )
+        self._sources[source.name] = source
+
+    def add(self, obj: T, name: str, origin: str = "the host application") -> None:
+        """Make ``obj`` available under ``name`` (names must be unique)."""
+        self.check(obj, name, origin)
+        known = self._sources.get(name)
+        if known is not None and self._same(known, obj):
             return
         if known is not None:
             raise PluginError(
-                f"Handler name '{handler.name}' is claimed twice:"
+                f"{self.kind.capitalize()} name '{name}' is claimed twice:"
                 f" by {known.origin} and by {origin}."
             )
-        self._sources[handler.name] = HandlerSource(handler.name, origin, handler=handler)
+        self._sources[name] = Source(name, origin, obj=obj)
 
-    def _add_entry_points(self) -> None:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            origin = _distribution_name(ep)
-            known = self._sources.get(ep.name)
-            if known is not None:
-                raise PluginError(
-                    f"Handler name '{ep.name}' is claimed twice: by {known.origin} and by"
-                    f" {origin} ({ep.value}). Uninstall one of them."
-                )
-            self._sources[ep.name] = HandlerSource(ep.name, origin, entry_point=ep)
-
-    def _same(self, known: HandlerSource, handler: type[Handler]) -> bool:
-        """Whether ``known`` already provides exactly this class (installed and passed)."""
-        if known.handler is not None:
-            return known.handler is handler
+    def _same(self, known: Source[T], obj: T) -> bool:
+        """Whether ``known`` already provides exactly this object (installed and passed)."""
+        if known.obj is not None:
+            return known.obj is obj
         try:
-            return self.get(known.name) is handler
+            return self.get(known.name) is obj
         except PluginError:
             return False
 
     def names(self) -> list[str]:
-        """Every known handler name, sorted."""
+        """Every known name, sorted."""
         return sorted(self._sources)
 
     def origin(self, name: str) -> str:
         """``built-in`` or the distribution that provides ``name``."""
         return self._sources[name].origin
 
-    def get(self, name: str, where: str = "") -> type[Handler]:
-        """The handler class for ``name``; unknown names get the closest suggestion."""
+    def get(self, name: str, where: str = "") -> T:
+        """The object for ``name``; unknown names get the closest suggestion."""
         if name in self._loaded:
             return self._loaded[name]
         source = self._sources.get(name)
         if source is None:
             raise PluginError(self._unknown(name, where))
-        handler = source.handler or self._load(source)
-        self._loaded[name] = handler
-        return handler
+        obj = source.obj if source.obj is not None else self._load(source)
+        self._loaded[name] = obj
+        return obj
 
-    def _load(self, source: HandlerSource) -> type[Handler]:
+    def _load(self, source: Source[T]) -> T:
         assert source.entry_point is not None
         try:
             obj = source.entry_point.load()
         except Exception as exc:  # any import-time failure of a plugin
             raise PluginError(
-                f"Handler '{source.name}' from {source.origin} failed to load"
+                f"{self.kind.capitalize()} '{source.name}' from {source.origin} failed to load"
                 f" ({source.entry_point.value}): {exc!r}"
             ) from exc
-        _check_handler_class(obj, source.name, source.origin)
-        log.debug("loaded handler %s from %s", source.name, source.origin)
+        self.check(obj, source.name, source.origin)
+        log.debug("loaded %s %s from %s", self.kind, source.name, source.origin)
         return obj
+
+    @abstractmethod
+    def check(self, obj: object, name: str, origin: str) -> None:
+        """Raise ``PluginError`` unless ``obj`` may be used under ``name``."""
 
     def _unknown(self, name: str, where: str) -> str:
         place = f" in {where}" if where else ""
         close = difflib.get_close_matches(name, self.names(), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
-        return f"Unknown handler '{name}'{place}. Available: {', '.join(self.names())}.{hint}"
+        return f"Unknown {self.kind} '{name}'{place}. Available: {', '.join(self.names())}.{hint}"
 
 
-def _check_handler_class(obj: object, name: str, origin: str) -> None:
-    if not (isinstance(obj, type) and issubclass(obj, Handler)):
-        raise PluginError(
-            f"Handler '{name}' from {origin} is {obj!r}, not a subclass of stenograph.Handler."
-        )
-    if not name:
-        raise PluginError(f"A handler class from {origin} ({obj.__qualname__}) has no name.")
+class HandlerCatalog(Catalog["type[Handler]"]):
+    """Every handler name: the built-ins and the ``stenograph.handlers`` entry points."""
+
+    kind = "handler"
+    group = ENTRY_POINT_GROUP
+    builtins = BUILTIN_HANDLERS
+
+    def add_handler(self, handler: type[Handler], origin: str = "the host application") -> None:
+        """Make ``handler`` available under ``handler.name``."""
+        self.add(handler, getattr(handler, "name", ""), origin)
+
+    def check(self, obj: object, name: str, origin: str) -> None:
+        from .handler import Handler
+
+        if not (isinstance(obj, type) and issubclass(obj, Handler)):
+            raise PluginError(
+                f"Handler '{name}' from {origin} is {obj!r}, not a subclass of stenograph.Handler."
+            )
+        if not name:
+            raise PluginError(f"A handler class from {origin} ({obj.__qualname__}) has no name.")
 
 
 def _distribution_name(ep: EntryPoint) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from . import hookspecs
 from .clock import Clock
 from .discovery import HandlerCatalog
 from .errors import HandlerError, PluginError, PresetError
-from .events import HandlerFailed
+from .events import Event, HandlerFailed
 from .handler import Handler
 from .presets import Preset, SlotSpec, load_preset
 from .session import Session
@@ -52,9 +52,9 @@ class Engine:
         self.services: dict[str, Any] = dict(services or {})
         self.strict = preset.strict
         self.pm = self.plugin_manager()
-        self.catalog = HandlerCatalog(self.pm)
+        self.catalog = HandlerCatalog()
         for handler in handlers:
-            self.catalog.add(handler)
+            self.catalog.add_handler(handler)
         overrides = dict(overrides or {})
         self._check_override_targets(overrides)
         self.slots = self._build_slots(overrides)
@@ -93,10 +93,20 @@ class Engine:
         state_dir: str | Path | None = ".stenograph",
         clock: Clock | None = None,
         services: dict[str, Any] | None = None,
+        on_event: Callable[[Event], None] | None = None,
     ) -> Session:
         """Open (or reopen, with its saved history and state) the session ``session_id``.
-        ``state_dir=None`` keeps everything in memory; ``services`` add to the engine's."""
-        return Session(self, session_id, state_dir=state_dir, clock=clock, services=services)
+        ``state_dir=None`` keeps everything in memory; ``services`` add to the engine's;
+        ``on_event`` is called with every event as it is recorded (on the thread that
+        records it)."""
+        return Session(
+            self,
+            session_id,
+            state_dir=state_dir,
+            clock=clock,
+            services=services,
+            on_event=on_event,
+        )
 
     @property
     def has_extractor(self) -> bool:

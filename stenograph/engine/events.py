@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -17,6 +18,21 @@ class Event:
     def kind(self) -> str:
         """The event's type name, e.g. ``EntriesMemorized``."""
         return type(self).__name__
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as a JSON-safe dict: ``kind`` and every field (tuples as lists)."""
+        return {"kind": self.kind, **json_safe(asdict(self))}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with tuples as lists and non-JSON leaves as strings."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,7 +8,6 @@ arguments it names (pluggy's opt-in arguments).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -20,17 +19,6 @@ if TYPE_CHECKING:
 PROJECT = "stenograph"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
-
-
-@hookspec
-def register_handlers(register: Callable[[type[Any]], None]) -> None:
-    """Register handler classes: call ``register(HandlerClass)`` once per class.
-
-    Runs once per Engine, when it is built, for the built-in handler modules. Third-party
-    packages use the ``stenograph.handlers`` entry-point group instead.
-
-    :param register: call it with each ``stenograph.Handler`` subclass the module provides.
-    """
 
 
 @hookspec

@@ -45,8 +45,10 @@ class Session:
         state_dir: str | Path | None = ".stenograph",
         clock: Clock | None = None,
         services: dict[str, Any] | None = None,
+        on_event: Callable[[Event], None] | None = None,
     ) -> None:
         self.engine = engine
+        self.on_event = on_event
         self.services: dict[str, Any] = {**engine.services, **(services or {})}
         self.id = check_session_id(session_id)
         self.clock: Clock = clock or system_clock
@@ -248,9 +250,18 @@ class Session:
         return self._state["handlers"].setdefault(key, {})
 
     def record(self, event: Event) -> None:
-        """Add an event to ``events`` (safe from any thread)."""
+        """Add an event to ``events`` (safe from any thread) and hand it to ``on_event``."""
         self.events.append(event)
         log.debug("event %s", event)
+        self._deliver(event)
+
+    def _deliver(self, event: Event) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception:  # a broken observer never breaks the session
+            log.exception("session %s: on_event failed on %s", self.id, event.kind)
 
     def amend_later(self, event: Event, figures: Callable[[], dict[str, Any]]) -> None:
         """Replace ``event`` in ``events`` by a copy with the fields ``figures()`` returns,
@@ -263,6 +274,7 @@ class Session:
                 if self.events[i] is event:
                     self.events[i] = amended
                     log.debug("event amended %s", amended)
+                    self._deliver(amended)
                     return
 
         self.run_in_background(COUNTS, amend)

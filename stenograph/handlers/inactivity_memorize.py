@@ -212,9 +212,3 @@ def observed_ttl(call: PreCallCall) -> tuple[str, str] | None:
 def _only_excluded_tools(session: Session, entry: Entry, excluded: set[str]) -> bool:
     ids = entry.tool_use_ids + entry.tool_result_ids
     return all(session.history.tool_name(i) in excluded for i in ids)
-
-
-@hookimpl
-def register_handlers(register: Any) -> None:
-    """Register inactivity-memorize."""
-    register(InactivityMemorize)

@@ -239,9 +239,3 @@ def _template_only(text: str) -> bool:
 
 def _has_text(entry: Entry) -> bool:
     return any(b.get("type") == "text" and b.get("text", "").strip() for b in entry.blocks())
-
-
-@hookimpl
-def register_handlers(register: Any) -> None:
-    """Register memory-compact."""
-    register(MemoryCompact)

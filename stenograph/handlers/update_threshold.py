@@ -127,9 +127,3 @@ def _advance(state: dict[str, Any], request: ExtractionRequest) -> None:
     """Called when the extraction succeeded: the next window starts after it."""
     state["tokensAtLastExtraction"] = request.tokens
     state["lastExtractedUuid"] = request.upto_uuid
-
-
-@hookimpl
-def register_handlers(register: Any) -> None:
-    """Register update-threshold."""
-    register(UpdateThreshold)

@@ -371,9 +371,3 @@ def _edit_instructions(mode: str, host_tool: str | None) -> str:
 
 def _read(path: str | None) -> str | None:
     return read_small_text(Path(path).expanduser()) if path else None
-
-
-@hookimpl
-def register_handlers(register: Any) -> None:
-    """Register forked-extraction."""
-    register(ForkedExtraction)

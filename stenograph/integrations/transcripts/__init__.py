@@ -1,46 +1,34 @@
 """Read recorded agent conversations as Anthropic Messages-API message dicts.
 
-Supported formats, detected by content: Claude Code session JSONL, Anthropic messages JSON,
-OpenHands event lists (or evaluation output records) and SWE-agent ``.traj`` files.
+Formats are plugins (``formats.TranscriptFormat``, entry-point group
+``stenograph.transcript_formats``), detected by content; built in: Claude Code session
+JSONL, Anthropic messages JSON, OpenHands event lists (or evaluation output records) and
+SWE-agent ``.traj`` files.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 from .api_rules import follow_api_rules, user_first
-from .base import (
-    CLAUDE_CODE,
-    MESSAGES_JSON,
-    OPENHANDS,
-    SWE_AGENT,
-    Log,
-    Transcript,
-    TranscriptError,
-    json_lines,
-    repair_tool_pairing,
-)
-from .claude_code import looks_like_record, parse_claude_code
-from .messages_json import looks_like_messages, parse_messages_json
-from .other_formats import (
-    looks_like_openhands_events,
-    looks_like_openhands_record,
-    looks_like_swe_agent,
-    parse_openhands,
-    parse_swe_agent,
-)
+from .base import CLAUDE_CODE, Log, Transcript, TranscriptError, repair_tool_pairing
+from .formats import Document, FormatCatalog, TranscriptFormat
 
-__all__ = ["FORMATS", "Transcript", "TranscriptError", "read_transcript", "read_transcripts"]
+__all__ = [
+    "Document",
+    "Transcript",
+    "TranscriptError",
+    "TranscriptFormat",
+    "format_descriptions",
+    "read_transcript",
+    "read_transcripts",
+]
 
-FORMATS = {
-    CLAUDE_CODE: "Claude Code session JSONL (main sessions and agent-* sidechains)",
-    MESSAGES_JSON: 'Anthropic Messages-API JSON (a list of messages, or {"messages": [...]})',
-    OPENHANDS: "OpenHands event list or evaluation output (JSON, or one record per line)",
-    SWE_AGENT: "SWE-agent trajectory (.traj)",
-}
+
+def format_descriptions() -> dict[str, str]:
+    """Each readable format's name and description, in the order files are tried."""
+    return {fmt.name: fmt.description for fmt in FormatCatalog().in_order()}
 
 
 def read_transcript(path: str | os.PathLike) -> Transcript:
@@ -94,42 +82,11 @@ def _parse(text: str, log: Log) -> tuple[str, list[list[dict]]]:
     if not text.strip():
         log.warn("the file is empty: nothing to replay")
         return CLAUDE_CODE, [[]]
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return _parse_rows(json_lines(text), log)
-    if looks_like_record(value):
-        return _parse_rows(json_lines(text), log)
-    kind, messages = _parse_value(value, log)
-    return kind, [messages]
-
-
-def _parse_rows(rows: list[tuple[int, Any]], log: Log) -> tuple[str, list[list[dict]]]:
-    """A JSON Lines file: Claude Code records, or OpenHands evaluation output records."""
-    if any(looks_like_record(value) for _, value in rows):
-        return CLAUDE_CODE, [parse_claude_code(rows, log)]
-    records = [(line, value) for line, value in rows if looks_like_openhands_record(value)]
-    if not records:
-        raise _unrecognised(log)
-    others = len(rows) - len(records)
-    if others:
-        log.omit("line that is not an OpenHands record", None, True, others)
-    return OPENHANDS, [parse_openhands(value["history"], log) for _, value in records]
-
-
-def _parse_value(value: Any, log: Log) -> tuple[str, list[dict]]:
-    """A file holding one JSON value."""
-    if looks_like_openhands_events(value):
-        return OPENHANDS, parse_openhands(value, log)
-    if looks_like_openhands_record(value):
-        return OPENHANDS, parse_openhands(value["history"], log)
-    if looks_like_swe_agent(value):
-        return SWE_AGENT, parse_swe_agent(value, log)
-    if looks_like_messages(value):
-        return MESSAGES_JSON, parse_messages_json(value, log)
-    raise _unrecognised(log)
-
-
-def _unrecognised(log: Log) -> TranscriptError:
-    accepted = "; ".join(FORMATS.values())
-    return TranscriptError(f"{log.path}: not a recognised transcript format. Accepted: {accepted}")
+    document = Document(text)
+    formats = FormatCatalog().in_order()
+    for fmt in formats:
+        conversations = fmt.read(document, log)
+        if conversations is not None:
+            return fmt.name, conversations
+    accepted = "; ".join(fmt.description for fmt in formats)
+    raise TranscriptError(f"{log.path}: not a recognised transcript format. Accepted: {accepted}")

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .base import BadJson, Log, as_dict, pick_usage, tool_use_ids, valid_content
+from .base import CLAUDE_CODE, BadJson, Log, as_dict, pick_usage, tool_use_ids, valid_content
+from .formats import NOT_JSON, Document, TranscriptFormat
 
 CONVERSATION = ("user", "assistant")
 _OTHER_TYPES = ("system", "summary", "progress", "file-history-snapshot", "queue-operation")
@@ -415,3 +416,18 @@ def _message(record: _Record) -> dict:
         if model is not None:
             message["model"] = model
     return message
+
+
+def _read(document: Document, log: Log) -> list[list[dict]] | None:
+    """One conversation, when the file is one record or JSON Lines holding records."""
+    value = document.value
+    if not (value is NOT_JSON or looks_like_record(value)):
+        return None
+    if not any(looks_like_record(row) for _, row in document.rows):
+        return None
+    return [parse_claude_code(document.rows, log)]
+
+
+FORMAT = TranscriptFormat(
+    CLAUDE_CODE, "Claude Code session JSONL (main sessions and agent-* sidechains)", _read, 10
+)

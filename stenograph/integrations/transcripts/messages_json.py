@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from .base import Log, is_int, pick_usage, valid_content
+from .base import MESSAGES_JSON, Log, is_int, pick_usage, valid_content
+from .formats import Document, TranscriptFormat
 
 ROLES = ("user", "assistant")
 
@@ -73,3 +74,17 @@ def iso_timestamp(value: Any) -> str | None:
     except (ValueError, OverflowError, OSError):
         return None
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def _read(document: Document, log: Log) -> list[list[dict]] | None:
+    if not looks_like_messages(document.value):
+        return None
+    return [parse_messages_json(document.value, log)]
+
+
+FORMAT = TranscriptFormat(
+    MESSAGES_JSON,
+    'Anthropic Messages-API JSON (a list of messages, or {"messages": [...]})',
+    _read,
+    priority=90,  # any list of role-bearing dicts: tried after the more specific formats
+)

@@ -6,7 +6,8 @@ import contextlib
 import json
 from typing import Any
 
-from .base import Log, as_dict, as_list, is_int
+from .base import OPENHANDS, SWE_AGENT, Log, as_dict, as_list, is_int
+from .formats import NOT_JSON, Document, TranscriptFormat
 
 _SILENT_OBSERVATIONS = ("agent_state_changed", "null", "recall")
 
@@ -191,3 +192,37 @@ def _openai_usage(raw: Any) -> dict | None:
         "cache_creation_input_tokens": created,
         "cache_read_input_tokens": read,
     }
+
+
+def _read_openhands(document: Document, log: Log) -> list[list[dict]] | None:
+    """An event list or one evaluation record (JSON), or records one per line: each a
+    conversation."""
+    value = document.value
+    if value is not NOT_JSON:
+        if looks_like_openhands_events(value):
+            return [parse_openhands(value, log)]
+        return (
+            [parse_openhands(value["history"], log)] if looks_like_openhands_record(value) else None
+        )
+    records = [row for _, row in document.rows if looks_like_openhands_record(row)]
+    if not records:
+        return None
+    others = len(document.rows) - len(records)
+    if others:
+        log.omit("line that is not an OpenHands record", None, True, others)
+    return [parse_openhands(record["history"], log) for record in records]
+
+
+def _read_swe_agent(document: Document, log: Log) -> list[list[dict]] | None:
+    if not looks_like_swe_agent(document.value):
+        return None
+    return [parse_swe_agent(document.value, log)]
+
+
+OPENHANDS_FORMAT = TranscriptFormat(
+    OPENHANDS,
+    "OpenHands event list or evaluation output (JSON, or one record per line)",
+    _read_openhands,
+    20,
+)
+SWE_AGENT_FORMAT = TranscriptFormat(SWE_AGENT, "SWE-agent trajectory (.traj)", _read_swe_agent, 30)

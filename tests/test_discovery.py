@@ -1,0 +1,175 @@
+"""One discovery path: built-in handlers and transcript formats are entry-point-like
+sources of the same lazy catalogs as installed plugins (pip-installed here, for real)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+import stenograph
+from stenograph.engine.discovery import ENTRY_POINT_GROUP, HandlerCatalog
+from stenograph.integrations.transcripts import (
+    TranscriptError,
+    format_descriptions,
+    read_transcript,
+)
+from stenograph.integrations.transcripts.formats import ENTRY_POINT_GROUP as FORMATS_GROUP
+from stenograph.integrations.transcripts.formats import FormatCatalog
+
+ACME_FORMAT = '''
+"""A chat log format: {"acme": [{"who": "user"|"bot", "said": "..."}]}."""
+
+from stenograph.integrations.transcripts import TranscriptFormat
+
+
+def _read(document, log):
+    value = document.value
+    if not (isinstance(value, dict) and isinstance(value.get("acme"), list)):
+        return None
+    roles = {"user": "user", "bot": "assistant"}
+    return [[{"role": roles[turn["who"]], "content": turn["said"]} for turn in value["acme"]]]
+
+
+FORMAT = TranscriptFormat("acme-chat", "Acme chat log (JSON)", _read)
+NOT_A_FORMAT = 42
+'''
+
+
+def install(tmp_path: Path, dist: str, module: str, source: str, entry_points: str) -> Path:
+    """``module`` (with ``source``) pip-installed as ``dist`` into a fresh folder."""
+    project = tmp_path / dist
+    (project / module).mkdir(parents=True)
+    (project / module / "__init__.py").write_text(source)
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(f"""
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+            [project]
+            name = "{dist}"
+            version = "0.1.0"
+            [tool.setuptools]
+            packages = ["{module}"]
+            """)
+        + entry_points
+    )
+    site = tmp_path / f"{dist}-site"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
+    command += ["--no-build-isolation", "--target", str(site), str(project)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return site
+
+
+@pytest.fixture
+def on_path(monkeypatch):
+    """Put an installed folder first on ``sys.path``; forget its modules afterwards."""
+    added: list[Path] = []
+
+    def put(site: Path) -> None:
+        monkeypatch.syspath_prepend(str(site))
+        importlib.invalidate_caches()
+        added.append(site)
+
+    yield put
+    for name in [n for n in sys.modules if n.startswith("acme_")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def test_an_inactivity_only_engine_imports_only_the_handler_it_uses():
+    code = (
+        "import sys, stenograph\n"
+        "session = stenograph.Engine.from_preset('inactivity-only').open_session('s', None)\n"
+        "session.append({'role': 'user', 'content': 'hi'})\n"
+        "session.pre_call(model='m')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('stenograph.handlers.')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['stenograph.handlers.inactivity_memorize']"
+
+
+def test_builtins_load_through_the_entry_point_path_with_its_errors():
+    class Broken(HandlerCatalog):
+        builtins = (
+            *HandlerCatalog.builtins,
+            EntryPoint("broken", "stenograph.no_such_module:Broken", ENTRY_POINT_GROUP),
+            EntryPoint("not-a-class", "stenograph.engine.errors:PluginError", ENTRY_POINT_GROUP),
+        )
+
+    catalog = Broken()
+    assert catalog.origin("broken") == "built-in"
+    with pytest.raises(stenograph.PluginError) as info:
+        catalog.get("broken")
+    assert str(info.value).startswith(
+        "Handler 'broken' from built-in failed to load (stenograph.no_such_module:Broken):"
+        " ModuleNotFoundError("
+    )
+    with pytest.raises(stenograph.PluginError, match="from built-in is .*not a subclass"):
+        catalog.get("not-a-class")
+    assert catalog.get("inactivity-memorize").name == "inactivity-memorize"
+
+
+def test_an_installed_package_claiming_a_builtin_name_is_refused(tmp_path, on_path):
+    entry = f'[project.entry-points."{ENTRY_POINT_GROUP}"]\ninactivity-memorize = "acme_clash:X"\n'
+    on_path(install(tmp_path, "acme-clash", "acme_clash", "X = 1\n", entry))
+    with pytest.raises(stenograph.PluginError) as info:
+        stenograph.Engine.from_preset("inactivity-only")
+    assert str(info.value) == (
+        "Handler name 'inactivity-memorize' is claimed twice: by built-in and by package"
+        " 'acme-clash' (acme_clash:X). Uninstall one of them."
+    )
+
+
+def test_a_transcript_format_is_one_module_and_one_registration(tmp_path, on_path):
+    entry = f'[project.entry-points."{FORMATS_GROUP}"]\nacme-chat = "acme_formats:FORMAT"\n'
+    site = install(tmp_path, "acme-formats", "acme_formats", ACME_FORMAT, entry)
+    log = tmp_path / "chat.json"
+    turns = [{"who": "user", "said": "hello"}, {"who": "bot", "said": "hi there"}]
+    log.write_text(json.dumps({"acme": turns}))
+    with pytest.raises(TranscriptError, match="not a recognised transcript format"):
+        read_transcript(log)
+    on_path(site)
+    transcript = read_transcript(log)
+    assert transcript.format == "acme-chat"
+    assert [m["content"] for m in transcript.messages] == ["hello", "hi there"]
+    assert FormatCatalog().origin("acme-chat") == "package 'acme-formats'"
+    assert list(format_descriptions())[-1] == "anthropic-messages-json"  # the broad one last
+    assert format_descriptions()["acme-chat"] == "Acme chat log (JSON)"
+
+
+def test_a_bad_or_clashing_transcript_format_is_named(tmp_path, on_path):
+    entry = f'[project.entry-points."{FORMATS_GROUP}"]\nswe-agent-traj = "acme_bad:FORMAT"\n'
+    on_path(install(tmp_path, "acme-bad", "acme_bad", ACME_FORMAT, entry))
+    with pytest.raises(
+        stenograph.PluginError,
+        match="Transcript format name 'swe-agent-traj'"
+        " is claimed twice: by built-in and by package 'acme-bad'",
+    ):
+        FormatCatalog()
+
+
+def test_a_transcript_format_that_is_not_one_is_refused():
+    class Odd(FormatCatalog):
+        builtins = (EntryPoint("odd", "stenograph.engine.errors:PluginError", FORMATS_GROUP),)
+
+    with pytest.raises(stenograph.PluginError, match="'odd' from built-in is .*not a stenograph"):
+        Odd().get("odd")
+
+    class Misnamed(FormatCatalog):
+        builtins = (
+            EntryPoint(
+                "chat", "stenograph.integrations.transcripts.claude_code:FORMAT", FORMATS_GROUP
+            ),
+        )
+
+    with pytest.raises(stenograph.PluginError, match="calls itself 'claude-code-jsonl'"):
+        Misnamed().get("chat")
