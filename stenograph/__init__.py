@@ -27,8 +27,10 @@ if TYPE_CHECKING:
         ExtractionStarted,
         HandlerFailed,
         HistoryEdited,
+        HistoryNotFollowed,
         HistoryTruncated,
         MemorizeSkipped,
+        NotesClientUnavailable,
         RequestViolation,
         StateReset,
         ThresholdDecision,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from .engine.guard import check_pairing, check_request
     from .engine.handler import Handler, HandlerState
     from .engine.hookspecs import hookimpl
+    from .engine.request import Request
     from .engine.session import Session
     from .engine.settings import HandlerSettings
     from .engine.sync import ConversationMismatch, Synced
@@ -66,13 +69,16 @@ _EXPORTS = {
     "HandlerSettings": ".engine.settings",
     "HandlerState": ".engine.handler",
     "HistoryEdited": ".engine.events",
+    "HistoryNotFollowed": ".engine.events",
     "HistoryTruncated": ".engine.events",
     "ManualClock": ".engine.clock",
     "MemorizeSkipped": ".engine.events",
+    "NotesClientUnavailable": ".engine.events",
     "PluginError": ".engine.errors",
     "PostSamplingCall": ".engine.context",
     "PreCallCall": ".engine.context",
     "PresetError": ".engine.errors",
+    "Request": ".engine.request",
     "RequestError": ".engine.errors",
     "RequestViolation": ".engine.events",
     "Session": ".engine.session",
@@ -105,15 +111,18 @@ __all__ = [
     "HandlerError",
     "HandlerFailed",
     "HistoryEdited",
+    "HistoryNotFollowed",
     "HistoryTruncated",
     "HandlerSettings",
     "HandlerState",
     "ManualClock",
     "MemorizeSkipped",
+    "NotesClientUnavailable",
     "PluginError",
     "PostSamplingCall",
     "PreCallCall",
     "PresetError",
+    "Request",
     "RequestError",
     "RequestViolation",
     "Session",

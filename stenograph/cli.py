@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=_err())])
     try:
-        return args.run(args)
+        return int(args.run(args))
     except (StenographError, TranscriptError, OSError) as exc:
         _err().print(f"[bold red]error:[/] {_escape(str(exc))}", markup=True, soft_wrap=True)
         return 2
@@ -90,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _verbosity(argv: list[str]) -> tuple[list[str], int]:
     """``-v``/``-vv``/``--verbose`` anywhere on the command line (before ``--``)."""
-    rest, verbose = [], 0
+    rest: list[str] = []
+    verbose = 0
     for n, arg in enumerate(argv):
         if arg == "--":
             return rest + argv[n:], verbose
@@ -175,7 +176,7 @@ def _editor_commands(commands: Any) -> None:
 def _replay_command(
     commands: Any, name: str, help_text: str, state_dir: str | None, json_help: str, run: Any
 ) -> argparse.ArgumentParser:
-    cmd = commands.add_parser(name, help=help_text, description=help_text)
+    cmd: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
     cmd.add_argument("transcript", help=_format_help())
     cmd.add_argument(
         "--preset", default="default", help="built-in preset name or .toml file (default: default)"
@@ -575,9 +576,7 @@ def _init(args: argparse.Namespace) -> int:
     else:
         handlers = [slot.handler for slot in load_preset("default").slots]
     path = Path(args.output or f"{name}.toml")
-    write_preset(
-        path, preset_text(name, handlers, HandlerCatalog()), args.force
-    )
+    write_preset(path, preset_text(name, handlers, HandlerCatalog()), args.force)
     _err_line(f"wrote {path}: stenograph check {path}")
     return 0
 

@@ -214,12 +214,12 @@ def _call(
     index = report.calls
     seen = len(session.events)
     model = str(message.get("model") or (message.get("meta") or {}).get("model") or "replay")
-    full = {"model": model, "system": REPLAY_SYSTEM}
+    full: dict[str, Any] = {"model": model, "system": REPLAY_SYSTEM}
     full["messages"] = report.ledger.full_messages(session.history.entries)
     now = session.clock()
     sent = session.pre_call(model=model, system=REPLAY_SYSTEM)
     session.wait_for_background()  # memorize figures counted in the background
-    call = Call(now, model, full, sent)
+    call = Call(now, model, full, dict(sent))
     report.ledger.calls.append(call)
     report.tokens_full += session.history.token_totals()[0]
     report.tokens_sent += session.history.request_tokens()
@@ -257,9 +257,9 @@ def _call(
             decision = {"after_assistant_index": index, **_decision(event)}
             report.decisions.append(decision)
             if event.extract:
-                keys = ("after_assistant_index", "tokens", "tool_calls", "reason")
+                wanted = ("after_assistant_index", "tokens", "tool_calls", "reason")
                 status = "written" if session.engine.has_extractor else "no extractor"
-                report.extractions.append({**{k: decision[k] for k in keys}, "status": status})
+                report.extractions.append({**{k: decision[k] for k in wanted}, "status": status})
         elif isinstance(event, ExtractionFinished):
             report.memory_file, report.notes_backend = event.path, event.backend
             call.forks.append(_fork(call, message, event))

@@ -154,7 +154,7 @@ def view_json(calls: list[CallCost]) -> dict[str, Any]:
     rows = [call.to_json() for call in calls]
     totals: dict[str, int | float] = {
         key: sum(row[key] for row in rows)
-        for key in TOTAL_KEYS  # type: ignore[misc]
+        for key in TOTAL_KEYS
     }
     totals["cost"] = round(float(totals["cost"]), 6)
     return {"calls": rows, "totals": totals}

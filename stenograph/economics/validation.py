@@ -77,4 +77,4 @@ class Fit:
 
 
 def _miss(call: dict[str, Any]) -> bool:
-    return call["cache_write"] > call["cache_read"]
+    return bool(call["cache_write"] > call["cache_read"])

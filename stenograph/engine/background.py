@@ -23,12 +23,12 @@ class Pool:
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
         self.idle_seconds = idle_seconds
-        self._tasks: deque[Callable[[], None]] = deque()
+        self._tasks: deque[Callable[[], object]] = deque()
         self._cond = threading.Condition()
         self._idle = 0
         self.threads: set[threading.Thread] = set()
 
-    def run(self, task: Callable[[], None]) -> None:
+    def run(self, task: Callable[[], object]) -> None:
         """Queue ``task`` for the next free thread."""
         with self._cond:
             self._tasks.append(task)
@@ -74,11 +74,11 @@ class Worker:
     def __init__(self, name: str, pool: Pool = POOL) -> None:
         self.name = name
         self._pool = pool
-        self._jobs: deque[Callable[[], None]] = deque()
+        self._jobs: deque[Callable[[], object]] = deque()
         self._active = False  # a drain is queued or running
         self._cond = threading.Condition()
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], object]) -> None:
         """Queue ``job``; it runs after the jobs submitted before it."""
         with self._cond:
             self._jobs.append(job)

@@ -12,7 +12,7 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
 from .errors import PluginError
 
@@ -130,7 +130,7 @@ class Catalog(ABC, Generic[T]):
             ) from exc
         self.check(obj, source.name, source.origin)
         log.debug("loaded %s %s from %s", self.kind, source.name, source.origin)
-        return obj
+        return cast(T, obj)
 
     @abstractmethod
     def check(self, obj: object, name: str, origin: str) -> None:

@@ -167,7 +167,9 @@ def _stamp(entry: Entry, message: dict[str, Any]) -> None:
             entry.meta["invalid_timestamp"] = repr(message["timestamp"])[:80]
 
 
-def _content(value: Any, owned: bool) -> tuple[str | list[dict[str, Any]], tuple, tuple]:
+def _content(
+    value: Any, owned: bool
+) -> tuple[str | list[dict[str, Any]], tuple[str, ...], tuple[str, ...]]:
     """(content, tool_use ids, tool_result ids), the blocks checked and copied."""
     if isinstance(value, str):
         return value, (), ()

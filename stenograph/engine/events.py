@@ -86,7 +86,7 @@ class Custom(Event):
     """An event of a third-party handler that has no type of its own."""
 
     name: str
-    data: dict = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

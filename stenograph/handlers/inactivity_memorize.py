@@ -56,7 +56,7 @@ class InactivityMemorizeSettings(HandlerSettings):
     @classmethod
     def _seconds_or_auto(cls, value: Any) -> float | str:
         if value == "auto":
-            return value
+            return "auto"
         try:
             seconds = float(value)
         except (TypeError, ValueError):
@@ -193,13 +193,13 @@ class InactivityMemorize(Handler):
 def observed_ttl(call: PreCallCall) -> tuple[str, str] | None:
     """("5m" | "1h", "request" | "usage"): the TTL of this request's last breakpoint, else
     of the newest response's cache writes (1h only when it wrote nothing at 5 minutes)."""
-    marks = []
+    marks: list[str | None] = []
     for blocks in (call.tools, call.system, *(e.content for e in call.unseen_entries)):
         if isinstance(blocks, list):
             marks.extend(cache_ttl(b.get("cache_control")) for b in blocks if isinstance(b, dict))
-    marks = [m for m in [*marks, cache_ttl(call.extra.get("cache_control"))] if m is not None]
-    if marks:
-        return marks[-1], "request"
+    found = [m for m in [*marks, cache_ttl(call.extra.get("cache_control"))] if m is not None]
+    if found:
+        return found[-1], "request"
     for entry in reversed(call.unseen_entries):
         usage = entry.usage or {}
         if usage.get("ephemeral_5m_input_tokens"):

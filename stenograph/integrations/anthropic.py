@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, TypeVar, cast, overload
 
 import anthropic
 
@@ -27,12 +27,22 @@ TRANSPORT_KEYS = ("extra_headers", "extra_query", "extra_body", "timeout")
 _NOT_GIVEN = (anthropic.NotGiven, anthropic.Omit)
 
 
-def wrap(client: Any, session: Session) -> Any:
+SyncClient = TypeVar("SyncClient", bound=anthropic.Anthropic)
+AsyncClient = TypeVar("AsyncClient", bound=anthropic.AsyncAnthropic)
+
+
+@overload
+def wrap(client: SyncClient, session: Session) -> SyncClient: ...
+@overload
+def wrap(client: AsyncClient, session: Session) -> AsyncClient: ...
+def wrap(client: SyncClient | AsyncClient, session: Session) -> SyncClient | AsyncClient:
     """``client`` (``Anthropic`` or ``AsyncAnthropic``) with its messages going through
-    ``session``."""
+    ``session``. To type checkers it is the client's own type (``max_tokens="ten"`` is an
+    error there as on the plain client); at run time it is a proxy that hands everything
+    but ``messages.create`` / ``messages.stream`` to the client."""
     if isinstance(client, anthropic.AsyncAnthropic):
-        return _Client(client, _AsyncMessages(client, session))
-    return _Client(client, _Messages(client, session))
+        return cast(AsyncClient, _Client(client, _AsyncMessages(client, session)))
+    return cast(SyncClient, _Client(client, _Messages(client, session)))
 
 
 class _Client:
@@ -56,7 +66,8 @@ class _Base:
 
     def _prepare(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Append unseen input, run pre-call; (request for the SDK, transport options)."""
-        given, transport = {}, {}
+        given: dict[str, Any] = {}
+        transport: dict[str, Any] = {}
         for key, value in kwargs.items():
             if not isinstance(value, _NOT_GIVEN):
                 (transport if key in TRANSPORT_KEYS else given)[key] = value
@@ -68,7 +79,7 @@ class _Base:
             tools=given.pop("tools", None),
             **given,
         )
-        return {**request, **keep}, transport
+        return {**request, **keep}, transport  # type: ignore[dict-item]
 
 
 def take_input(session: Session, messages: Any) -> None:

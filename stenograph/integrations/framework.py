@@ -9,7 +9,7 @@ import hashlib
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,8 +94,9 @@ class SessionPool:
             )
             self._sessions[sid] = session
         if problem is not None:
-            log.warning("session %s: notes writer without the model's client: %s", sid, problem)
-            session.record(NotesClientUnavailable(time=session.clock(), **problem))
+            log.warning("session %s: notes writer without the model's client: %s", sid, problem[1])
+            model, reason = problem
+            session.record(NotesClientUnavailable(time=session.clock(), model=model, reason=reason))
         return session
 
     async def asession(
@@ -120,19 +121,19 @@ class SessionPool:
 
     def _notes_services(
         self, settings: Callable[[], ModelSettings] | None
-    ) -> tuple[dict[str, Any], dict[str, str] | None]:
+    ) -> tuple[dict[str, Any], tuple[str, str] | None]:
         if "anthropic" in self._services or not self.engine.has_extractor or settings is None:
             return self._services, None
         found = settings()
         if found.problem is not None:
-            return self._services, {"model": found.model, "reason": found.problem}
+            return self._services, (found.model, found.problem)
         client = self._clients.get(found)
         if client is None:
             client = self._clients[found] = found.client()
         return {**self._services, "anthropic": client}, None
 
 
-def feed(session: Session, messages: list[Message]) -> bool:
+def feed(session: Session, messages: Sequence[Mapping[str, Any]]) -> bool:
     """Make ``session`` hold the framework's whole list (Anthropic format), the list being
     the truth (:meth:`Session.sync`: unseen messages appended, edits adopted, a rewind
     followed). A list that shares nothing with the history (other code replaced it, e.g.

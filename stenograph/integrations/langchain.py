@@ -16,7 +16,7 @@ one Anthropic message, tool calls keep their ids, ``ToolMessage`` becomes a ``to
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ try:
     from langchain_anthropic import ChatAnthropic, convert_to_anthropic_tool
     from langchain_core.messages import (
         AIMessage,
+        AnyMessage,
         BaseMessage,
         HumanMessage,
         SystemMessage,
@@ -66,7 +67,7 @@ Handler = Callable[[ModelRequest], ModelResponse]
 AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 
 
-class StenographMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class StenographMiddleware(AgentMiddleware):
     """Runs a stenograph session around every model call of a ``create_agent`` agent.
 
     :param preset: a built-in preset name, a ``.toml`` path, or a ready ``Engine``.
@@ -223,8 +224,10 @@ def _assistant_content(message: AIMessage) -> str | list[dict[str, Any]]:
     content = _clean(message.content)
     if not calls:
         return content
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    blocks = [b for b in blocks if b.get("type") != "text" or b.get("text")]
+    given: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else content
+    )
+    blocks = [b for b in given if b.get("type") != "text" or b.get("text")]
     for block in blocks:
         call = calls.pop(block.get("id"), None) if block.get("type") == "tool_use" else None
         if call is not None:
@@ -254,7 +257,7 @@ def _clean(content: Any) -> str | list[dict[str, Any]]:
 def _fields(block: dict[str, Any]) -> dict[str, Any]:
     """An Anthropic block: the API's fields of its type, without ``None`` values (a
     streamed message's blocks carry LangChain's ``index`` and ``partial_json``)."""
-    allowed = BLOCK_FIELDS.get(block.get("type"))
+    allowed = BLOCK_FIELDS.get(str(block.get("type")))
     return {
         k: v
         for k, v in block.items()
@@ -332,12 +335,12 @@ def _usage(message: AIMessage) -> dict[str, int]:
 # messages: Anthropic -> LangChain -------------------------------------------------------
 
 
-def from_anthropic(messages: Iterable[Message]) -> list[BaseMessage]:
+def from_anthropic(messages: Iterable[Mapping[str, Any]]) -> list[AnyMessage]:
     """Anthropic messages (a rendered request) as LangChain messages for the model: a user
     message's ``tool_result`` blocks become ``ToolMessage``s (first), its other blocks one
     ``HumanMessage``; an assistant message becomes an ``AIMessage`` whose ``tool_calls``
     are its ``tool_use`` blocks."""
-    out: list[BaseMessage] = []
+    out: list[AnyMessage] = []
     for message in messages:
         content = message["content"]
         if message["role"] == "assistant":

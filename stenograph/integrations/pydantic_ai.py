@@ -22,7 +22,7 @@ import base64
 import contextvars
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -368,7 +368,7 @@ def response_to_anthropic(response: ModelResponse) -> Message:
 
 
 def from_anthropic(
-    messages: Iterable[Message], *, system: Sequence[SystemPromptPart] = ()
+    messages: Iterable[Mapping[str, Any]], *, system: Sequence[SystemPromptPart] = ()
 ) -> list[ModelMessage]:
     """Anthropic messages (a rendered request) as pydantic-ai messages for the model: a user
     message is a ``ModelRequest`` (``tool_result`` -> ``ToolReturnPart``, failed when

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..engine.clock import ManualClock
 from ..engine.entries import Entry
+from ..engine.request import Request
 from ..engine.session import Session
 
 
@@ -27,7 +28,7 @@ class Conversation:
         self.step = step
         clock = session.clock
         self.clock = clock if isinstance(clock, ManualClock) else None
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[Request] = []
         self._ids = count(1)
 
     def user(self, text: str) -> Conversation:
@@ -77,7 +78,7 @@ class Conversation:
         self.clock.advance(seconds)
         return self
 
-    def request(self) -> dict[str, Any]:
+    def request(self) -> Request:
         """What the next model call would send."""
         return self.session.pre_call(model=self.model)
 

@@ -574,7 +574,7 @@ class MessagesServer:
     def url(self) -> str:
         """The base URL to give the SDK, e.g. ``http://127.0.0.1:PORT``."""
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def script(self, *replies: Reply) -> None:
         """Queue replies; each ``POST /v1/messages`` consumes the next one."""

@@ -17,7 +17,7 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, field_validator
 
@@ -254,7 +254,7 @@ class ForkedExtraction(Handler):
         runtime = session.runtime_state(self.key)
         if "backend" not in runtime:
             runtime["backend"] = self._choose_backend(session)
-        return runtime["backend"]
+        return cast(tuple[str, Any], runtime["backend"])
 
     def _choose_backend(self, session: Session) -> tuple[str, Any]:
         wanted = self.settings.backend
@@ -277,7 +277,7 @@ class ForkedExtraction(Handler):
         runtime = session.runtime_state(self.key)
         if "facts" not in runtime:
             runtime["facts"] = Facts(session.history.tool_name)
-        return runtime["facts"]
+        return cast(Facts, runtime["facts"])
 
     def _mode(self, context: ForkContext) -> str:
         if self.settings.edit_mode != "auto":
@@ -299,7 +299,7 @@ class ForkedExtraction(Handler):
         if "folder" not in runtime:
             runtime["folder"] = Path(tempfile.mkdtemp(prefix=f"stenograph-{session.id}-"))
             log.info("session %s is in memory: notes go to %s", session.id, runtime["folder"])
-        return runtime["folder"]
+        return cast(Path, runtime["folder"])
 
     # prompt ----------------------------------------------------------------------------
 

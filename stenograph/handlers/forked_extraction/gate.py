@@ -33,7 +33,7 @@ class EditError(ValueError):
 
 def tool_names(tools: list[Any] | None) -> set[str]:
     """Names of the tools in a request's tool list."""
-    return {t.get("name") for t in tools or () if isinstance(t, dict)}
+    return {str(t["name"]) for t in tools or () if isinstance(t, dict) and t.get("name")}
 
 
 def edit_tool_of(tools: list[Any] | None) -> str | None:

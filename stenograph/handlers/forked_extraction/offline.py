@@ -81,7 +81,8 @@ class Facts:
             if block.get("type") == "text" and block.get("text", "").strip():
                 texts.append(block["text"].strip())
             elif block.get("type") == "tool_use":
-                args = block.get("input") if isinstance(block.get("input"), dict) else {}
+                given = block.get("input")
+                args: dict[str, Any] = given if isinstance(given, dict) else {}
                 self._tool(str(block.get("id")), str(block.get("name")), args)
                 tools.append(f"{block.get('name')} {_summary(args)}".strip())
         if texts:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from .api_rules import follow_api_rules, user_first
 from .base import CLAUDE_CODE, Log, Transcript, TranscriptError, repair_tool_pairing
@@ -31,7 +32,7 @@ def format_descriptions() -> dict[str, str]:
     return {fmt.name: fmt.description for fmt in FormatCatalog().in_order()}
 
 
-def read_transcript(path: str | os.PathLike) -> Transcript:
+def read_transcript(path: str | os.PathLike[str]) -> Transcript:
     """Read a transcript file (the first conversation of a file holding several); bad
     lines are skipped and reported in ``warnings``.
 
@@ -40,7 +41,7 @@ def read_transcript(path: str | os.PathLike) -> Transcript:
     return read_transcripts(path)[0]
 
 
-def read_transcripts(path: str | os.PathLike, record: int | None = None) -> list[Transcript]:
+def read_transcripts(path: str | os.PathLike[str], record: int | None = None) -> list[Transcript]:
     """Every conversation of a transcript file (``record``: only that one, counted from 1),
     as Messages-API messages; what is not replayed is counted in ``omitted``."""
     path = Path(path)
@@ -64,7 +65,7 @@ def read_transcripts(path: str | os.PathLike, record: int | None = None) -> list
     ]
 
 
-def _requests(messages: list[dict], log: Log) -> list[dict]:
+def _requests(messages: list[dict[str, Any]], log: Log) -> list[dict[str, Any]]:
     """Messages made into requests the API accepts (see ``api_rules``)."""
     return user_first(repair_tool_pairing(follow_api_rules(messages, log), log), log)
 
@@ -77,7 +78,7 @@ def _read_text(path: Path) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def _parse(text: str, log: Log) -> tuple[str, list[list[dict]]]:
+def _parse(text: str, log: Log) -> tuple[str, list[list[dict[str, Any]]]]:
     """Detect the format of `text` and convert it into one or more conversations."""
     if not text.strip():
         log.warn("the file is empty: nothing to replay")

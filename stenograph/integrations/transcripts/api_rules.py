@@ -10,7 +10,7 @@ from .base import Log
 MISSING_PROMPT = "[the first prompt of this conversation is not in the transcript]"
 
 
-def follow_api_rules(messages: list[dict], log: Log) -> list[dict]:
+def follow_api_rules(messages: list[dict[str, Any]], log: Log) -> list[dict[str, Any]]:
     """``messages`` with unique tool_use ids and no blank text; run before pairing repair."""
     return _drop_blank_text(_rename_repeated_ids(messages, log), log)
 
@@ -20,7 +20,7 @@ def rename_label(tool_id: str, n: int) -> str:
     return f"{tool_id}~{n}"
 
 
-def _rename_repeated_ids(messages: list[dict], log: Log) -> list[dict]:
+def _rename_repeated_ids(messages: list[dict[str, Any]], log: Log) -> list[dict[str, Any]]:
     """A tool_use id used again gets ``<id>~<n>``, and so do the results answering it."""
     uses: dict[str, int] = {}
     current: dict[str, str] = {}
@@ -57,7 +57,7 @@ def _renamed_result(block: Any, current: dict[str, str]) -> Any:
     return block if new is None or new == tool_id else {**block, "tool_use_id": new}
 
 
-def _drop_blank_text(messages: list[dict], log: Log) -> list[dict]:
+def _drop_blank_text(messages: list[dict[str, Any]], log: Log) -> list[dict[str, Any]]:
     """Empty or whitespace-only text (blocks or whole messages) left out: the API refuses it."""
     out = []
     for number, message in enumerate(messages):
@@ -78,11 +78,11 @@ def _drop_blank_text(messages: list[dict], log: Log) -> list[dict]:
     return out
 
 
-def _blank_text(block: dict) -> bool:
+def _blank_text(block: dict[str, Any]) -> bool:
     return block.get("type") == "text" and not block.get("text", "").strip()
 
 
-def user_first(messages: list[dict], log: Log) -> list[dict]:
+def user_first(messages: list[dict[str, Any]], log: Log) -> list[dict[str, Any]]:
     """A conversation whose first message is the model's gets a marked stand-in prompt."""
     if not messages or messages[0]["role"] == "user":
         return messages

@@ -53,7 +53,7 @@ class Transcript:
 
     path: Path
     format: str
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     skipped_lines: int
     warnings: list[str]
     omitted: list[Omission] = field(default_factory=list)
@@ -125,12 +125,12 @@ def json_lines(text: str) -> list[tuple[int, Any]]:
     return rows
 
 
-def as_dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict[str, Any]:
     """`value` if it is a dict, else an empty dict."""
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list:
+def as_list(value: Any) -> list[Any]:
     """`value` if it is a list, else an empty list."""
     return value if isinstance(value, list) else []
 
@@ -140,7 +140,7 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def pick_usage(raw: Any) -> dict | None:
+def pick_usage(raw: Any) -> dict[str, Any] | None:
     """The Anthropic usage counters present in `raw` (ints only), or None; the cache-write
     split by TTL (``cache_creation``) is kept flat, under its own key names."""
     usage = {key: raw[key] for key in USAGE_KEYS if is_int(as_dict(raw).get(key))}
@@ -164,7 +164,7 @@ def _valid_block(block: Any) -> bool:
     return all(isinstance(block.get(key), kind) for key, kind in required.items())
 
 
-def tool_use_ids(message: dict) -> list[str]:
+def tool_use_ids(message: dict[str, Any]) -> list[str]:
     """Ids of the ``tool_use`` blocks of a message."""
     return [
         block["id"]
@@ -173,7 +173,7 @@ def tool_use_ids(message: dict) -> list[str]:
     ]
 
 
-def repair_tool_pairing(messages: list[dict], log: Log) -> list[dict]:
+def repair_tool_pairing(messages: list[dict[str, Any]], log: Log) -> list[dict[str, Any]]:
     """Make every tool_result answer a tool_use of the nearest preceding assistant message.
 
     Orphan or duplicate results are dropped. A tool_use still unanswered when the next
@@ -181,7 +181,7 @@ def repair_tool_pairing(messages: list[dict], log: Log) -> list[dict]:
     a dangling call in the final message of the transcript stays as it is. Messages left
     with empty content are dropped.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     anchor = -1
     pending: dict[str, bool] = {}
     for message in messages:
@@ -201,18 +201,18 @@ def repair_tool_pairing(messages: list[dict], log: Log) -> list[dict]:
     return out
 
 
-def _blocks(message: dict) -> list[dict]:
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message.get("content")
     return content if isinstance(content, list) else []
 
 
-def _label(message: dict) -> str | None:
+def _label(message: dict[str, Any]) -> str | None:
     """Where a warning about a converted message points: its source uuid, if known."""
     uuid = message.get("uuid")
     return f"message {uuid}" if uuid else None
 
 
-def _answer(message: dict, pending: dict[str, bool], log: Log) -> dict | None:
+def _answer(message: dict[str, Any], pending: dict[str, bool], log: Log) -> dict[str, Any] | None:
     """The user message without tool_results that answer no pending tool_use."""
     content = message["content"]
     kept = content
@@ -224,7 +224,9 @@ def _answer(message: dict, pending: dict[str, bool], log: Log) -> dict | None:
     return message if len(kept) == len(content) else {**message, "content": kept}
 
 
-def _answers(block: dict, pending: dict[str, bool], message: dict, log: Log) -> bool:
+def _answers(
+    block: dict[str, Any], pending: dict[str, bool], message: dict[str, Any], log: Log
+) -> bool:
     """True for non-result blocks and for the first result to each pending tool_use."""
     if block.get("type") != "tool_result":
         return True
@@ -240,7 +242,7 @@ def _answers(block: dict, pending: dict[str, bool], message: dict, log: Log) -> 
     return False
 
 
-def _close(out: list[dict], anchor: int, pending: dict[str, bool], log: Log) -> None:
+def _close(out: list[dict[str, Any]], anchor: int, pending: dict[str, bool], log: Log) -> None:
     """Insert synthetic error results for unanswered tool_uses right after `out[anchor]`."""
     missing = [tool_use_id for tool_use_id, done in pending.items() if not done]
     if not missing:

@@ -31,7 +31,7 @@ class _Record:
 
     index: int
     line: int
-    data: dict
+    data: dict[str, Any]
     usable: bool
 
     @property
@@ -48,7 +48,7 @@ class _Record:
         return _str(self.data.get("parentUuid")) or _str(self.data.get("logicalParentUuid"))
 
     @property
-    def message(self) -> dict:
+    def message(self) -> dict[str, Any]:
         return as_dict(self.data.get("message"))
 
     @property
@@ -56,7 +56,7 @@ class _Record:
         return _str(self.message.get("id"))
 
 
-def parse_claude_code(rows: list[tuple[int, Any]], log: Log) -> list[dict]:
+def parse_claude_code(rows: list[tuple[int, Any]], log: Log) -> list[dict[str, Any]]:
     """Messages of the branch holding the newest response, with streamed chunks merged,
     compactions crossed, queued prompts placed at their time; every record not replayed is
     counted by reason in ``log``."""
@@ -145,7 +145,7 @@ def _leaf(scope: list[_Record], records: list[_Record]) -> _Record | None:
 
 
 def _with_conversation_below(
-    scope: list[_Record], nodes: dict[str | None, _Record], records: list[_Record]
+    scope: list[_Record], nodes: dict[str, _Record], records: list[_Record]
 ) -> set[str]:
     """Uuids of the records that have a conversation record below them."""
     marked: set[str] = set()
@@ -194,7 +194,7 @@ def _joined_parent(record: _Record, records: list[_Record]) -> str | None:
     return None
 
 
-def _when(data: dict) -> float:
+def _when(data: dict[str, Any]) -> float:
     """Seconds since the epoch of the record's timestamp; -inf when absent or invalid."""
     try:
         moment = datetime.fromisoformat(data["timestamp"])
@@ -237,7 +237,7 @@ def _chain(
     return chain
 
 
-def _kept(records: list[_Record], chain: set[str]) -> list[_Record]:
+def _kept(records: list[_Record], chain: set[str | None]) -> list[_Record]:
     """The chain plus the records of the same turns that hang off it as siblings.
 
     Parallel tool calls make the DAG fork without a rewind: every chunk of one response
@@ -274,11 +274,11 @@ def _result_ids(record: _Record) -> list[str]:
     return ids
 
 
-def _build(kept: list[_Record], log: Log) -> list[dict]:
+def _build(kept: list[_Record], log: Log) -> list[dict[str, Any]]:
     """Convert records to messages, merging chunks that share ``message.id``. A compact
     summary is left out when the history it summarises comes before it."""
-    messages: list[dict] = []
-    current: dict | None = None
+    messages: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
     current_id: str | None = None
     for record in kept:
         if record.type == "attachment":
@@ -308,7 +308,7 @@ def _build(kept: list[_Record], log: Log) -> list[dict]:
     return messages
 
 
-def _attachment(record: _Record, log: Log) -> dict | None:
+def _attachment(record: _Record, log: Log) -> dict[str, Any] | None:
     """A queued prompt delivered as an attachment is user input; other attachments were
     sent in a form the file does not record (counted as not replayed)."""
     attachment = as_dict(record.data.get("attachment"))
@@ -325,7 +325,9 @@ def _attachment(record: _Record, log: Log) -> dict | None:
     return None
 
 
-def _place_queued(records: list[_Record], messages: list[dict], log: Log) -> list[dict]:
+def _place_queued(
+    records: list[_Record], messages: list[dict[str, Any]], log: Log
+) -> list[dict[str, Any]]:
     """Prompts typed while the agent worked, held only as ``queue-operation`` records, are
     replayed as user input at their time; one that became a user message is left out."""
     out = list(messages)
@@ -348,7 +350,7 @@ def _place_queued(records: list[_Record], messages: list[dict], log: Log) -> lis
     return out
 
 
-def _delivered(content: Any, at: float, messages: list[dict]) -> bool:
+def _delivered(content: Any, at: float, messages: list[dict[str, Any]]) -> bool:
     """Whether a user message at or after ``at`` holds the queued text."""
     texts = (
         [content]
@@ -371,7 +373,7 @@ def _text_of(content: Any) -> str:
 
 
 def _account(
-    records: list[_Record], scope: list[_Record], replayed: set[int], ids: set, log: Log
+    records: list[_Record], scope: list[_Record], replayed: set[int], ids: set[str | None], log: Log
 ) -> None:
     """Count every record that is neither replayed nor counted already, by reason (``ids``:
     the message ids replayed)."""
@@ -398,12 +400,12 @@ def _account(
         log.omit("model calls on abandoned branches", None, False, len(calls - ids))
 
 
-def _message(record: _Record) -> dict:
+def _message(record: _Record) -> dict[str, Any]:
     """One message dict from a user or assistant record."""
     content = record.message["content"]
     if record.type == "assistant":
         content = [{"type": "text", "text": content}] if isinstance(content, str) else [*content]
-    message: dict = {"role": record.type, "content": content}
+    message: dict[str, Any] = {"role": record.type, "content": content}
     timestamp = _str(record.data.get("timestamp"))
     if timestamp is not None and not record.data.get("isMeta"):
         message["timestamp"] = timestamp
@@ -418,7 +420,7 @@ def _message(record: _Record) -> dict:
     return message
 
 
-def _read(document: Document, log: Log) -> list[list[dict]] | None:
+def _read(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     """One conversation, when the file is one record or JSON Lines holding records."""
     value = document.value
     if not (value is NOT_JSON or looks_like_record(value)):

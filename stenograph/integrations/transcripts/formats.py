@@ -47,7 +47,7 @@ class TranscriptFormat:
 
     name: str
     description: str
-    read: Callable[[Document, Log], list[list[dict]] | None]
+    read: Callable[[Document, Log], list[list[dict[str, Any]]] | None]
     priority: int = 50
 
 

@@ -19,7 +19,7 @@ def looks_like_messages(value: Any) -> bool:
     return not items or any(isinstance(item, dict) and "role" in item for item in items)
 
 
-def parse_messages_json(value: Any, log: Log) -> list[dict]:
+def parse_messages_json(value: Any, log: Log) -> list[dict[str, Any]]:
     """Validated messages; invalid entries are skipped with a warning naming their index."""
     items = value["messages"] if isinstance(value, dict) else value
     messages = []
@@ -43,7 +43,7 @@ def _problem(item: Any) -> str | None:
     return None
 
 
-def _message(item: dict, where: str, log: Log) -> dict:
+def _message(item: dict[str, Any], where: str, log: Log) -> dict[str, Any]:
     message = {"role": item["role"], "content": item["content"]}
     if "timestamp" in item:
         timestamp = iso_timestamp(item["timestamp"])
@@ -76,7 +76,7 @@ def iso_timestamp(value: Any) -> str | None:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def _read(document: Document, log: Log) -> list[list[dict]] | None:
+def _read(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     if not looks_like_messages(document.value):
         return None
     return [parse_messages_json(document.value, log)]

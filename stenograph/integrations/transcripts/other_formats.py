@@ -29,9 +29,9 @@ def looks_like_swe_agent(value: Any) -> bool:
     )
 
 
-def parse_openhands(events: list, log: Log) -> list[dict]:
+def parse_openhands(events: list[Any], log: Log) -> list[dict[str, Any]]:
     """Agent actions become assistant messages, observations user tool_results or text."""
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     responses: set[str] = set()
     for index, event in enumerate(events):
         if not _is_event(event):
@@ -45,7 +45,7 @@ def parse_openhands(events: list, log: Log) -> list[dict]:
     return messages
 
 
-def parse_swe_agent(value: dict, log: Log) -> list[dict]:
+def parse_swe_agent(value: dict[str, Any], log: Log) -> list[dict[str, Any]]:
     """Messages from ``history`` (OpenAI-style chat), else from the ``trajectory`` steps."""
     history = as_list(value.get("history"))
     if history:
@@ -66,7 +66,7 @@ def _is_event(value: Any) -> bool:
     )
 
 
-def _openhands_message(event: dict, responses: set[str]) -> dict | None:
+def _openhands_message(event: dict[str, Any], responses: set[str]) -> dict[str, Any] | None:
     """The message an event contributes, or None (state changes, system prompt, ...)."""
     metadata = as_dict(event.get("tool_call_metadata"))
     text = event.get("content") or event.get("message")
@@ -87,7 +87,9 @@ def _openhands_message(event: dict, responses: set[str]) -> dict | None:
     return None
 
 
-def _openhands_response(event: dict, metadata: dict, responses: set[str]) -> dict | None:
+def _openhands_response(
+    event: dict[str, Any], metadata: dict[str, Any], responses: set[str]
+) -> dict[str, Any] | None:
     """The assistant message of a model response, once per response id."""
     response = as_dict(metadata.get("model_response"))
     response_id = response.get("id")
@@ -106,12 +108,12 @@ def _openhands_response(event: dict, metadata: dict, responses: set[str]) -> dic
     return assistant
 
 
-def _call_from_metadata(event: dict, metadata: dict) -> dict:
+def _call_from_metadata(event: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
     function = {"name": metadata.get("function_name"), "arguments": event.get("args", {})}
     return {"id": metadata.get("tool_call_id"), "function": function}
 
 
-def _swe_history(history: list, log: Log) -> list[dict]:
+def _swe_history(history: list[Any], log: Log) -> list[dict[str, Any]]:
     messages = []
     for index, item in enumerate(history):
         item = as_dict(item)
@@ -129,7 +131,7 @@ def _swe_history(history: list, log: Log) -> list[dict]:
     return messages
 
 
-def _tool_results(item: dict) -> dict:
+def _tool_results(item: dict[str, Any]) -> dict[str, Any]:
     """A user message answering the tool call ids of a ``tool`` message."""
     ids = as_list(item.get("tool_call_ids")) or [item.get("tool_call_id")]
     content = _text(item.get("content"))
@@ -141,15 +143,15 @@ def _tool_results(item: dict) -> dict:
     return {"role": "user", "content": results or content}
 
 
-def _assistant(content: Any, tool_calls: Any) -> dict:
+def _assistant(content: Any, tool_calls: Any) -> dict[str, Any]:
     """An assistant message from OpenAI-style ``content`` and ``tool_calls``."""
     text = _text(content)
-    blocks: list[dict] = [{"type": "text", "text": text}] if text else []
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     blocks += [block for call in as_list(tool_calls) if (block := _tool_use(call))]
     return {"role": "assistant", "content": blocks}
 
 
-def _tool_use(call: Any) -> dict | None:
+def _tool_use(call: Any) -> dict[str, Any] | None:
     """A tool_use block from an OpenAI tool call; unparsable arguments are kept as a string."""
     call = as_dict(call)
     function = as_dict(call.get("function"))
@@ -172,11 +174,11 @@ def _text(content: Any) -> str:
     return "\n".join(part for part in parts if isinstance(part, str))
 
 
-def _text_message(role: str, text: str) -> dict:
+def _text_message(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
-def _openai_usage(raw: Any) -> dict | None:
+def _openai_usage(raw: Any) -> dict[str, Any] | None:
     """Anthropic usage from OpenAI/LiteLLM counters (prompt tokens include cached ones)."""
     raw = as_dict(raw)
     prompt, output = raw.get("prompt_tokens"), raw.get("completion_tokens")
@@ -194,7 +196,7 @@ def _openai_usage(raw: Any) -> dict | None:
     }
 
 
-def _read_openhands(document: Document, log: Log) -> list[list[dict]] | None:
+def _read_openhands(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     """An event list or one evaluation record (JSON), or records one per line: each a
     conversation."""
     value = document.value
@@ -213,7 +215,7 @@ def _read_openhands(document: Document, log: Log) -> list[list[dict]] | None:
     return [parse_openhands(record["history"], log) for record in records]
 
 
-def _read_swe_agent(document: Document, log: Log) -> list[list[dict]] | None:
+def _read_swe_agent(document: Document, log: Log) -> list[list[dict[str, Any]]] | None:
     if not looks_like_swe_agent(document.value):
         return None
     return [parse_swe_agent(document.value, log)]
