@@ -38,11 +38,12 @@ if TYPE_CHECKING:
     )
     from .engine.extraction import ExtractionRequest
     from .engine.guard import check_pairing, check_request
-    from .engine.handler import Handler, HandlerState
+    from .engine.handler import Handler
     from .engine.hookspecs import hookimpl
     from .engine.request import Request
     from .engine.session import Session
     from .engine.settings import HandlerSettings
+    from .engine.state import HandlerState, StateKey
     from .engine.sync import ConversationMismatch, Synced
 
 __version__ = "0.1.0"
@@ -67,7 +68,7 @@ _EXPORTS = {
     "HandlerError": ".engine.errors",
     "HandlerFailed": ".engine.events",
     "HandlerSettings": ".engine.settings",
-    "HandlerState": ".engine.handler",
+    "HandlerState": ".engine.state",
     "HistoryEdited": ".engine.events",
     "HistoryNotFollowed": ".engine.events",
     "HistoryTruncated": ".engine.events",
@@ -83,6 +84,7 @@ _EXPORTS = {
     "RequestViolation": ".engine.events",
     "Session": ".engine.session",
     "Slot": ".engine.engine",
+    "StateKey": ".engine.state",
     "StateReset": ".engine.events",
     "StenographError": ".engine.errors",
     "Synced": ".engine.sync",
@@ -127,6 +129,7 @@ __all__ = [
     "RequestViolation",
     "Session",
     "Slot",
+    "StateKey",
     "StateReset",
     "StenographError",
     "Synced",

@@ -172,7 +172,7 @@ class {cls}Settings(stenograph.HandlerSettings):
     )
 
 
-class {cls}(stenograph.Handler):
+class {cls}(stenograph.Handler[{cls}Settings]):
     """Sends long tool results cut to ``maxChars``; the history keeps them whole."""
 
     name = "{name}"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pluggy
 from pluggy import HookImpl
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
 
 from . import hookspecs
 from .clock import Clock
@@ -20,6 +22,7 @@ from .handler import Handler
 from .presets import Preset, SlotSpec, load_preset
 from .session import Session
 from .settings import ResolvedSettings, SettingsResolver, env_prefix
+from .state import HandlerState, StateKey
 
 log = logging.getLogger("stenograph.engine")
 ORDER_MARKERS = ("tryfirst", "trylast", "wrapper", "hookwrapper")
@@ -35,6 +38,7 @@ class Slot:
     handler: Handler
     settings: ResolvedSettings
     impls: dict[str, HookImpl]
+    typed_state: StateKey[HandlerState] = field(default_factory=StateKey)
 
 
 class Engine:
@@ -212,13 +216,41 @@ class Engine:
                 if arg == "session"
                 else call
                 if arg == "call"
-                else session.handler_state(slot.state_key)
+                else self.slot_state(session, slot)
                 for arg in impl.argnames
             ]
             try:
                 impl.function(*args)
             except Exception as exc:
                 self._failed(session, slot, hook_name, exc)
+
+    def slot_state(self, session: Session, slot: Slot) -> HandlerState | dict[str, Any]:
+        """What a slot's hooks get as ``state``: its ``State`` model, else the plain dict."""
+        if slot.handler.State is None:
+            return session.handler_state(slot.state_key)
+        return session.stash[slot.typed_state]
+
+    def bind_states(self, session: Session) -> None:
+        """Validate each slot's loaded state against its ``State`` model; a field of the
+        wrong type is reported (file, handler, field) and falls back to its default."""
+        for slot in self.slots:
+            model = slot.handler.State
+            if model is None:
+                continue
+            backing = session.handler_state(slot.state_key)
+            try:
+                state = model.bind(backing)
+            except ValidationError as exc:
+                for error in exc.errors():
+                    key = str(error["loc"][0]) if error["loc"] else ""
+                    session.state_reset(
+                        f"handlers.{slot.state_key}.{to_camel(key)}",
+                        f"handler '{slot.name}', field '{to_camel(key)}': {error['msg']};"
+                        f" got {error.get('input')!r}",
+                    )
+                    backing.pop(key, None)
+                state = model.bind(backing)
+            session.stash[slot.typed_state] = state
 
     def _failed(self, session: Session, slot: Slot, hook_name: str, exc: Exception) -> None:
         log.error(

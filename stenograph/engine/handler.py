@@ -2,36 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar, Generic
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from typing_extensions import TypeVar
 
 from .settings import HandlerSettings
+from .state import HandlerState
 
-
-class HandlerState(BaseModel):
-    """Base of a handler's persisted-state model: checked when a session loads its
-    ``state.json`` (fields camelCase in the file; unknown keys kept)."""
-
-    model_config = ConfigDict(
-        extra="allow", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False
-    )
+S = TypeVar("S", bound=HandlerSettings, default=HandlerSettings)  # bare Handler: any settings
 
 
 class NoSettings(HandlerSettings):
     """For handlers that take no settings."""
 
 
-class Handler:
-    """A pipeline step. Subclasses set ``name``, ``summary`` and ``Settings``, and implement
-    any of the hooks in :mod:`stenograph.engine.hookspecs` as methods marked with
-    ``@stenograph.hookimpl``. One instance is made per preset slot. An extractor sets
-    ``takes_extraction_requests`` so that filed requests wait for it. A handler whose hooks
-    may wait (on a lock, a thread, the network) sets ``blocking``: async hosts then run those
-    phases in a worker thread instead of on the event loop. ``State`` (a
-    ``HandlerState`` model) describes the slot's persisted state: a saved state that does
-    not fit it is reset when the session opens, with a ``StateReset`` event."""
+class Handler(Generic[S]):
+    """A pipeline step, generic in its settings model: ``class Trim(Handler[TrimSettings])``.
+    Subclasses set ``name``, ``summary`` and ``Settings``, and implement any of the hooks in
+    :mod:`stenograph.engine.hookspecs` as methods marked with ``@stenograph.hookimpl``. One
+    instance is made per preset slot. A handler that keeps per-session data declares a
+    ``State`` model (:class:`stenograph.HandlerState`): its hooks then get it as ``state``,
+    validated when the session loads. An extractor sets ``takes_extraction_requests`` so
+    that filed requests wait for it. A handler whose hooks may wait (on a lock, a thread,
+    the network) sets ``blocking``: async hosts then run those phases in a worker thread
+    instead of on the event loop."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
@@ -41,8 +35,8 @@ class Handler:
     Settings: ClassVar[type[HandlerSettings]] = NoSettings
     State: ClassVar[type[HandlerState] | None] = None
 
-    def __init__(self, settings: HandlerSettings, slot: int = 0) -> None:
-        self.settings: Any = settings
+    def __init__(self, settings: S, slot: int = 0) -> None:
+        self.settings: S = settings
         self.slot = slot
 
     def __repr__(self) -> str:

@@ -12,8 +12,6 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import ValidationError
-
 from .background import Worker
 from .clock import Clock, system_clock
 from .collector import paused_gc
@@ -24,6 +22,7 @@ from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, St
 from .extraction import ExtractionDesk
 from .history import History
 from .request import Request
+from .state import Stash
 from .store import JOURNAL_BYTES, SessionStore, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
 from .tokens import encoding
@@ -64,11 +63,13 @@ class Session:
         self._background: dict[str, Worker] = {}
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
+        self.stash = Stash()  # live per-session values under typed keys, never saved
         self._closed = False
         self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
         self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
         self._load()
+        engine.bind_states(self)
         self.run_in_background(COUNTS, encoding)  # the tokenizer loads off the call path
         self.engine.dispatch("session_opened", self)
 
@@ -430,19 +431,13 @@ class Session:
         if not isinstance(handlers, dict):
             self._reset("handlers", f"'handlers' is {type(handlers).__name__}, not an object")
             handlers = {}
-        slots = {slot.state_key: slot for slot in self.engine.slots}
         for key, value in handlers.items():
             if isinstance(value, dict):
                 self._state["handlers"][key] = value
-                continue
-            slot = slots.get(key)
-            self._reset(
-                f"handlers.{key}",
-                f"the state is {type(value).__name__}, not an object",
-                handler=slot.name if slot else "",
-                slot=slot.index if slot else -1,
-            )
-        self._check_handler_states()
+            else:
+                self._reset(
+                    f"handlers.{key}", f"the state is {type(value).__name__}, not an object"
+                )
         seen = state.get("seen", 0)
         self._state["seen"] = (
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
@@ -456,24 +451,6 @@ class Session:
         window = state.get("window")
         if window is not None:
             self._load_window(window)
-
-    def _check_handler_states(self) -> None:
-        """Each slot's saved state checked against its handler's ``State`` model; a state
-        that does not fit is reset (``StateReset`` naming the slot and the fields)."""
-        states = self._state["handlers"]
-        for slot in self.engine.slots:
-            model, saved = slot.handler.State, states.get(slot.state_key)
-            if model is None or saved is None:
-                continue
-            try:
-                checked = model.model_validate(saved)
-            except ValidationError as exc:
-                del states[slot.state_key]
-                self._reset(
-                    f"handlers.{slot.state_key}", _fields(exc), handler=slot.name, slot=slot.index
-                )
-                continue
-            states[slot.state_key] = checked.model_dump(by_alias=True, exclude_unset=True)
 
     def _load_window(self, window: Any, quiet: bool = False) -> None:
         """Apply a request window; one that no longer fits the history is dropped."""
@@ -493,7 +470,12 @@ class Session:
             return
         self._state["window"] = window
 
-    def _reset(self, part: str, reason: str, handler: str = "", slot: int = -1) -> None:
+    def state_reset(self, part: str, reason: str) -> None:
+        """A part of the saved state was not what it should be and is reset: a warning log
+        and a ``StateReset`` event name the file, the part and why."""
+        self._reset(part, reason)
+
+    def _reset(self, part: str, reason: str) -> None:
         """Record that ``part`` of the saved state was reset; keep the file aside once."""
         assert self._store is not None
         if not hasattr(self, "_aside"):
@@ -502,15 +484,7 @@ class Session:
         log.warning("session %s: %s: %s reset: %s", self.id, path, part, reason)
         copy_path = str(self._aside) if self._aside else ""
         self.record(
-            StateReset(
-                time=self.clock(),
-                handler=handler,
-                slot=slot,
-                path=path,
-                part=part,
-                reason=reason,
-                copy=copy_path,
-            )
+            StateReset(time=self.clock(), path=path, part=part, reason=reason, copy=copy_path)
         )
 
     def _apply(self, record: dict[str, Any]) -> None:
@@ -545,14 +519,6 @@ class Session:
                 )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
-
-
-def _fields(exc: ValidationError) -> str:
-    """The fields a validation error names: ``tokensAtLastExtraction: ... (got 'abc')``."""
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or '(state)'}: {e['msg']} (got {e.get('input')!r:.60})"
-        for e in exc.errors()
-    )
 
 
 def _take_content(entry: Entry, fresh: Entry) -> None:

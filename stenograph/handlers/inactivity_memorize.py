@@ -8,7 +8,7 @@ the threshold follows the TTL the session uses (5 minutes or 1 hour).
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, field_validator
 
@@ -20,6 +20,7 @@ from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
+from ..engine.state import HandlerState
 
 log = logging.getLogger("stenograph.handlers.inactivity_memorize")
 MAX_THRESHOLD = 30 * 86400
@@ -66,17 +67,28 @@ class InactivityMemorizeSettings(HandlerSettings):
         return seconds
 
 
-class InactivityMemorize(Handler):
+class InactivityMemorizeState(HandlerState):
+    """The prompt-cache TTL an "auto" threshold follows, once detected."""
+
+    cache_ttl: Literal["5m", "1h"] | None = None
+    cache_ttl_source: Literal["request", "usage"] | None = None
+
+    def detected(self, ttl: str, source: str) -> None:
+        """Keep a detected TTL (validated: "5m" or "1h", from the "request" or "usage")."""
+        self.cache_ttl, self.cache_ttl_source = cast(Any, ttl), cast(Any, source)
+
+
+class InactivityMemorize(Handler[InactivityMemorizeSettings]):
     """Marks earlier tool_use / tool_result entries memorized after a pause."""
 
     name = "inactivity-memorize"
     phase = "pre-call"
     summary = "After a pause, earlier tool calls and results are sent in reduced form."
     Settings = InactivityMemorizeSettings
-    settings: InactivityMemorizeSettings
+    State = InactivityMemorizeState
 
     @hookimpl
-    def pre_call(self, session: Session, call: PreCallCall, state: dict[str, Any]) -> None:
+    def pre_call(self, session: Session, call: PreCallCall, state: InactivityMemorizeState) -> None:
         """Mark tool entries before the new input when the pause reached the threshold."""
         threshold = self._threshold(call, state)
         previous = call.previous_response
@@ -143,19 +155,19 @@ class InactivityMemorize(Handler):
         log.info("memorize counted: ~%d tokens left out", saved)
         return {"tokens_saved": saved, "estimated": False}
 
-    def _threshold(self, call: PreCallCall, state: dict[str, Any]) -> float:
+    def _threshold(self, call: PreCallCall, state: InactivityMemorizeState) -> float:
         """The threshold setting, or at "auto" the TTL of the session's cache (learned
         from this request and the responses since the last one; 5 minutes until then)."""
         setting = self.settings.inactivity_threshold_seconds
         if setting != "auto":
             return setting
         found = observed_ttl(call)
-        if found is not None and found[0] != state.get("cacheTtl"):
-            state["cacheTtl"], state["cacheTtlSource"] = found
+        if found is not None and found[0] != state.cache_ttl:
+            state.detected(*found)
             seconds = TTL_SECONDS[found[0]]
             log.info("prompt-cache TTL %s (from the %s): threshold %.0fs", *found, seconds)
             call.emit(CacheTtlDetected, ttl=found[0], source=found[1], threshold_seconds=seconds)
-        return TTL_SECONDS[state.get("cacheTtl", "5m")]
+        return TTL_SECONDS[state.cache_ttl or "5m"]
 
     def _candidates(self, session: Session, input_start: int) -> list[Entry]:
         excluded = set(self.settings.exclude_tools)

@@ -13,10 +13,11 @@ from pydantic import Field, model_validator
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
 from ..engine.events import Compacted, CompactionSkipped
-from ..engine.handler import Handler, HandlerState
+from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
+from ..engine.state import HandlerState
 from ..engine.tokens import count_tiktoken, encoding
 from .forked_extraction.memory_file import headings, read_notes, sections
 
@@ -80,28 +81,27 @@ class MemoryCompactSettings(HandlerSettings):
 
 
 class MemoryCompactState(HandlerState):
-    """The persisted state of memory-compact."""
+    """Whether the resume notes were put in, and what the window's preamble adds."""
 
     resumed: bool = False
     overhead: int = Field(0, ge=0)
 
 
-class MemoryCompact(Handler):
+class MemoryCompact(Handler[MemoryCompactSettings]):
     """Replaces covered history with the session notes when the context is full."""
 
     name = "memory-compact"
     phase = "pre-call"
     summary = "When the context fills up, the session notes replace the history they cover."
     Settings = MemoryCompactSettings
-    settings: MemoryCompactSettings
     State = MemoryCompactState
     blocking = True  # waits for a running extraction before compacting
 
     @hookimpl
-    def pre_call(self, session: Session, call: PreCallCall, state: dict[str, Any]) -> None:
+    def pre_call(self, session: Session, call: PreCallCall, state: MemoryCompactState) -> None:
         """Compact when the context reached the threshold; inject resume notes once."""
-        if self.settings.resume_notes_path and not state.get("resumed") and session.history:
-            state["resumed"] = True
+        if self.settings.resume_notes_path and not state.resumed and session.history:
+            state.resumed = True
             self._resume(session)
         tokens = self._size(session, state)
         if tokens < self.settings.threshold:
@@ -111,14 +111,14 @@ class MemoryCompact(Handler):
             log.info("not compacted (%s): %s", f"{tokens:,} tokens", reason)
             call.emit(CompactionSkipped, tokens=tokens, reason=reason)
 
-    def _size(self, session: Session, state: dict[str, Any]) -> int:
+    def _size(self, session: Session, state: MemoryCompactState) -> int:
         history, estimator = session.history, self.settings.token_estimator
         if history.preamble:
-            return history.request_tokens(estimator) + int(state.get("overhead", 0))
+            return history.request_tokens(estimator) + state.overhead
         return history.context_size(estimator)
 
     def _compact(
-        self, session: Session, call: PreCallCall, state: dict[str, Any], tokens: int
+        self, session: Session, call: PreCallCall, state: MemoryCompactState, tokens: int
     ) -> str:
         """Compact, or return why not."""
         s = self.settings
@@ -144,7 +144,7 @@ class MemoryCompact(Handler):
             return f"still {after:,} tokens after compaction (threshold {s.threshold:,})"
         if start == session.history.window_start and session.history.preamble == preamble:
             return ""
-        state["overhead"] = max(0, tokens - session.history.request_tokens(s.token_estimator))
+        state.overhead = max(0, tokens - session.history.request_tokens(s.token_estimator))
         first = session.history[start]
         session.set_window(first, preamble)
         merged = first.role == "user"  # the notes and the first kept message are sent as one

@@ -11,10 +11,11 @@ from pydantic import Field
 from ..engine.context import PostSamplingCall
 from ..engine.events import ThresholdDecision
 from ..engine.extraction import ExtractionRequest
-from ..engine.handler import Handler, HandlerState
+from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
+from ..engine.state import HandlerState
 
 log = logging.getLogger("stenograph.handlers.update_threshold")
 
@@ -39,26 +40,25 @@ class UpdateThresholdSettings(HandlerSettings):
 
 
 class UpdateThresholdState(HandlerState):
-    """The persisted state of update-threshold."""
+    """What update-threshold keeps per session (it survives restarts)."""
 
     initialized: bool = False
     tokens_at_last_extraction: int = Field(0, ge=0)
     last_extracted_uuid: str | None = None
 
 
-class UpdateThreshold(Handler):
+class UpdateThreshold(Handler[UpdateThresholdSettings]):
     """After each response: extract = growth >= minimum and (enough tool calls or quiet)."""
 
     name = "update-threshold"
     phase = "post-sampling"
     summary = "Decides when the session notes need refreshing (Claude Code's trigger)."
     Settings = UpdateThresholdSettings
-    settings: UpdateThresholdSettings
     State = UpdateThresholdState
 
     @hookimpl
     def post_sampling(
-        self, session: Session, call: PostSamplingCall, state: dict[str, Any]
+        self, session: Session, call: PostSamplingCall, state: UpdateThresholdState
     ) -> None:
         """Decide, record the decision, and file an extraction request when it is positive."""
         response = call.response
@@ -79,20 +79,20 @@ class UpdateThreshold(Handler):
                 )
             )
 
-    def decide(self, session: Session, state: dict[str, Any], quiet: bool) -> dict[str, Any]:
+    def decide(self, session: Session, state: UpdateThresholdState, quiet: bool) -> dict[str, Any]:
         """The decision's figures and outcome; marks the session initialized when due."""
         s = self.settings
         history = session.history
         tokens = history.context_size(s.token_estimator)
-        tool_calls = history.tool_calls_after(state.get("lastExtractedUuid"))
+        tool_calls = history.tool_calls_after(state.last_extracted_uuid)
         extract, growth = False, tokens
-        if not state.get("initialized") and tokens < s.minimum_message_tokens_to_init:
+        if not state.initialized and tokens < s.minimum_message_tokens_to_init:
             reason = f"not initialized: {tokens:,} < {s.minimum_message_tokens_to_init:,}"
         else:
-            state["initialized"] = True
-            base = int(state.get("tokensAtLastExtraction", 0))
+            state.initialized = True
+            base = state.tokens_at_last_extraction
             if tokens < base:
-                state["tokensAtLastExtraction"] = base = tokens
+                state.tokens_at_last_extraction = base = tokens
             growth = tokens - base
             extract, reason = self._outcome(growth, tool_calls, quiet)
         return {
@@ -100,7 +100,7 @@ class UpdateThreshold(Handler):
             "growth": growth,
             "tool_calls": tool_calls,
             "quiet": quiet,
-            "initialized": bool(state.get("initialized")),
+            "initialized": state.initialized,
             "extract": extract,
             "reason": reason,
         }
@@ -123,7 +123,7 @@ class UpdateThreshold(Handler):
         return True, f"growth {growth:,} and {why}"
 
 
-def _advance(state: dict[str, Any], request: ExtractionRequest) -> None:
+def _advance(state: UpdateThresholdState, request: ExtractionRequest) -> None:
     """Called when the extraction succeeded: the next window starts after it."""
-    state["tokensAtLastExtraction"] = request.tokens
-    state["lastExtractedUuid"] = request.upto_uuid
+    state.tokens_at_last_extraction = request.tokens
+    state.last_extracted_uuid = request.upto_uuid

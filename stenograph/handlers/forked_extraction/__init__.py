@@ -15,9 +15,10 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -35,6 +36,7 @@ from ...engine.handler import Handler
 from ...engine.hookspecs import hookimpl
 from ...engine.session import Session
 from ...engine.settings import HandlerSettings
+from ...engine.state import StateKey
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
 from .memory_file import MAX_NOTES_CHARS, MemoryFile, NotesConflict, sections
@@ -104,7 +106,18 @@ def _package_text(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-class ForkedExtraction(Handler):
+@dataclass
+class Writer:
+    """The notes writer's live objects in one session (never persisted)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    busy: bool = False
+    backend: tuple[str, Any] | None = None
+    facts: Facts | None = None
+    folder: Path | None = None
+
+
+class ForkedExtraction(Handler[ForkedExtractionSettings]):
     """Writes the session notes in the background when update-threshold asks for it."""
 
     name = "forked-extraction"
@@ -112,13 +125,16 @@ class ForkedExtraction(Handler):
     summary = "An isolated background fork of the agent writes the session-memory file."
     takes_extraction_requests = True
     Settings = ForkedExtractionSettings
-    settings: ForkedExtractionSettings
 
     def __init__(self, settings: ForkedExtractionSettings, slot: int = 0) -> None:
         super().__init__(settings, slot)
         self.template = _read(settings.template_path) or _package_text("template.md")
         self.prompt = _read(settings.prompt_path) or _package_text("prompt.md")
-        self.key = f"{slot}:{self.name}"
+        self.writer_key = StateKey[Writer](f"{slot}:{self.name}")
+
+    def writer(self, session: Session) -> Writer:
+        """This slot's live writer objects in ``session``."""
+        return session.stash.setdefault(self.writer_key, Writer())
 
     @hookimpl
     def post_sampling(self, session: Session, call: PostSamplingCall) -> None:
@@ -126,15 +142,14 @@ class ForkedExtraction(Handler):
         request = session.extractions.pending
         if request is None:
             return
-        runtime = session.runtime_state(self.key)
-        lock = runtime.setdefault("lock", threading.Lock())
-        with lock:
+        writer = self.writer(session)
+        with writer.lock:
             if request.context is None:
                 request.context = self._context(session, call)
-            if runtime.get("busy"):
+            if writer.busy:
                 return
-            runtime["busy"] = True
-        session.run_in_background("notes", lambda: self._work(session, runtime, lock))
+            writer.busy = True
+        session.run_in_background("notes", lambda: self._work(session, writer))
 
     @hookimpl
     def session_opened(self, session: Session) -> None:
@@ -147,7 +162,7 @@ class ForkedExtraction(Handler):
     @hookimpl
     def session_closing(self, session: Session) -> None:
         """An in-memory session's temporary notes folder goes with it."""
-        folder = session.runtime_state(self.key).get("folder")
+        folder = self.writer(session).folder
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -157,15 +172,15 @@ class ForkedExtraction(Handler):
 
     # the worker ------------------------------------------------------------------------
 
-    def _work(self, session: Session, runtime: dict[str, Any], lock: threading.Lock) -> None:
+    def _work(self, session: Session, writer: Writer) -> None:
         """Take requests until none is left; whatever happens, the session is left able to
         start an extraction at the next trigger (never busy with nothing running)."""
         try:
             while True:
-                with lock:
+                with writer.lock:
                     request = session.extractions.take()
                     if request is None:
-                        runtime["busy"] = False
+                        writer.busy = False
                         return
                 try:
                     self._extract(session, request)
@@ -173,8 +188,8 @@ class ForkedExtraction(Handler):
                     if request.status == "running":  # _extract raised before reporting
                         session.extractions.finish(request, ok=False, error="interrupted")
         except BaseException:
-            with lock:
-                runtime["busy"] = False
+            with writer.lock:
+                writer.busy = False
             raise
 
     def _extract(self, session: Session, request: ExtractionRequest) -> None:
@@ -251,10 +266,10 @@ class ForkedExtraction(Handler):
     # choices ---------------------------------------------------------------------------
 
     def _backend(self, session: Session) -> tuple[str, Any]:
-        runtime = session.runtime_state(self.key)
-        if "backend" not in runtime:
-            runtime["backend"] = self._choose_backend(session)
-        return cast(tuple[str, Any], runtime["backend"])
+        writer = self.writer(session)
+        if writer.backend is None:
+            writer.backend = self._choose_backend(session)
+        return writer.backend
 
     def _choose_backend(self, session: Session) -> tuple[str, Any]:
         wanted = self.settings.backend
@@ -274,10 +289,10 @@ class ForkedExtraction(Handler):
 
     def _facts(self, session: Session) -> Facts:
         """The offline writer's facts, kept per session so each entry is read once."""
-        runtime = session.runtime_state(self.key)
-        if "facts" not in runtime:
-            runtime["facts"] = Facts(session.history.tool_name)
-        return cast(Facts, runtime["facts"])
+        writer = self.writer(session)
+        if writer.facts is None:
+            writer.facts = Facts(session.history.tool_name)
+        return writer.facts
 
     def _mode(self, context: ForkContext) -> str:
         if self.settings.edit_mode != "auto":
@@ -295,11 +310,11 @@ class ForkedExtraction(Handler):
         """The session folder; an in-memory session gets a private temporary one."""
         if session.folder is not None:
             return session.folder
-        runtime = session.runtime_state(self.key)
-        if "folder" not in runtime:
-            runtime["folder"] = Path(tempfile.mkdtemp(prefix=f"stenograph-{session.id}-"))
-            log.info("session %s is in memory: notes go to %s", session.id, runtime["folder"])
-        return cast(Path, runtime["folder"])
+        writer = self.writer(session)
+        if writer.folder is None:
+            writer.folder = Path(tempfile.mkdtemp(prefix=f"stenograph-{session.id}-"))
+            log.info("session %s is in memory: notes go to %s", session.id, writer.folder)
+        return writer.folder
 
     # prompt ----------------------------------------------------------------------------
 

@@ -1,0 +1,113 @@
+"""Typed per-session state: a handler's ``State`` model is validated when the state loads
+and written through on assignment; live objects sit in ``session.stash`` under typed keys
+and are never saved."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic import Field, ValidationError
+
+import stenograph
+from stenograph.handlers.forked_extraction import ForkedExtraction, Writer
+from stenograph.handlers.update_threshold import UpdateThreshold, UpdateThresholdState
+from stenograph.testing import Conversation, single_handler_session
+
+UT = "update-threshold"
+
+
+def _run_to_extraction(state_dir: Path) -> Path:
+    """A coding-agent session whose update-threshold state was saved; returns state.json."""
+    engine = stenograph.Engine.from_preset(
+        "coding-agent", overrides={"forked-extraction": {"backend": "offline"}}
+    )
+    with engine.open_session("s", state_dir=state_dir, clock=stenograph.ManualClock(1e9)) as s:
+        talk = Conversation(s)
+        talk.user("Read the files.")
+        for i in range(4):
+            talk.tool("Read", {"file_path": f"/src/{i}.py"}, "x = 1\n" * 3000)
+        talk.reply("Done.")
+        s.wait_for_background(30)
+    return state_dir / "s" / "state.json"
+
+
+def test_a_wrong_type_in_a_handlers_state_is_reported_by_file_handler_and_field(tmp_path):
+    path = _run_to_extraction(tmp_path)
+    saved = json.loads(path.read_text())
+    assert saved["handlers"][UT]["initialized"] is True
+    assert isinstance(saved["handlers"][UT]["tokensAtLastExtraction"], int)
+    saved["handlers"][UT]["tokensAtLastExtraction"] = "many"
+    path.write_text(json.dumps(saved))
+    engine = stenograph.Engine.from_preset("coding-agent")
+    session = engine.open_session("s", state_dir=tmp_path, clock=stenograph.ManualClock(2e9))
+    (reset,) = [e for e in session.events if isinstance(e, stenograph.StateReset)]
+    assert reset.path == str(path)
+    assert reset.part == f"handlers.{UT}.tokensAtLastExtraction"
+    assert f"handler '{UT}', field 'tokensAtLastExtraction'" in reset.reason
+    assert "got 'many'" in reset.reason
+    state = engine.slot_state(session, engine.slot(UT))
+    assert isinstance(state, UpdateThresholdState)
+    assert state.tokens_at_last_extraction == 0 and state.initialized is True  # the rest kept
+    assert Path(reset.copy).read_text().count('"many"') == 1
+    session.close()
+
+
+def test_assignments_are_validated_and_written_through_in_camel_case():
+    session = single_handler_session(UT)
+    engine = session.engine
+    state = engine.slot_state(session, engine.slot(UT))
+    assert isinstance(state, UpdateThresholdState)
+    assert session.handler_state(UT) == {}  # nothing saved until something is set
+    state.last_extracted_uuid = "u-1"
+    state.tokens_at_last_extraction = 12
+    assert session.handler_state(UT) == {"lastExtractedUuid": "u-1", "tokensAtLastExtraction": 12}
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        state.tokens_at_last_extraction = -1
+    assert session.handler_state(UT)["tokensAtLastExtraction"] == 12
+
+
+def test_live_objects_sit_under_typed_keys_and_are_never_saved(tmp_path):
+    engine = stenograph.Engine.from_preset("default")
+    session = engine.open_session("s", state_dir=tmp_path)
+    handler = engine.slot("forked-extraction").handler
+    assert isinstance(handler, ForkedExtraction)
+    writer = handler.writer(session)
+    assert isinstance(writer, Writer) and handler.writer(session) is writer
+    assert isinstance(writer.lock, type(threading.Lock()))
+    key = stenograph.StateKey[list[int]]("mine")
+    assert key not in session.stash and session.stash.get(key, None) is None
+    session.stash[key] = [1]
+    assert session.stash.setdefault(key, [2]) == [1]
+    session.close()
+    text = (tmp_path / "s" / "state.json").read_text()
+    assert "busy" not in text and "lock" not in text and "mine" not in text
+
+
+class CountState(stenograph.HandlerState):
+    calls: int = Field(0, ge=0)
+
+
+class Counter(stenograph.Handler[stenograph.HandlerSettings]):
+    """A third-party handler with typed state: counts pre-calls across restarts."""
+
+    name = "counter"
+    State = CountState
+
+    @stenograph.hookimpl
+    def pre_call(self, state: CountState) -> None:
+        state.calls += 1
+
+
+def test_a_third_party_state_model_survives_a_restart(tmp_path):
+    for expected in (1, 2):
+        session = single_handler_session(Counter, state_dir=tmp_path, session_id="c")
+        Conversation(session).user("hi").request()
+        assert session.handler_state("counter") == {"calls": expected}
+        session.close()
+
+
+def test_handler_is_generic_in_its_settings():
+    assert UpdateThreshold.__orig_bases__[0].__args__[0] is UpdateThreshold.Settings  # type: ignore[attr-defined]
