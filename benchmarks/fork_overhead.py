@@ -147,8 +147,8 @@ def make_engine(scratch: Path, client: anthropic.Anthropic) -> stenograph.Engine
         "maxTurns": 2,
     }
     slots = (
-        SlotSpec("update-threshold", threshold, dict.fromkeys(threshold, "bench"), "handlers[0]"),
-        SlotSpec("forked-extraction", fork, dict.fromkeys(fork, "bench"), "handlers[1]"),
+        SlotSpec("update-threshold", (("bench", threshold),), "handlers[0]"),
+        SlotSpec("forked-extraction", (("bench", fork),), "handlers[1]"),
     )
     preset = Preset(name="fork-bench", description="", strict=True, slots=slots, label="bench")
     return stenograph.Engine(preset, services={"anthropic": client})

@@ -90,7 +90,7 @@ def make_engine(variant: str, scratch: Path) -> stenograph.Engine:
     if variant == "no handlers":
         return stenograph.Engine(preset_of("no-handlers", ()))
     if variant == "update-threshold":
-        slot = SlotSpec("update-threshold", {}, {}, "bench (handlers[0])")
+        slot = SlotSpec("update-threshold", (), "bench (handlers[0])")
         return stenograph.Engine(preset_of("update-threshold-only", (slot,)))
     notes = scratch / "notes" / "{session_id}" / "session-memory.md"
     overrides = {"forked-extraction": {"backend": "offline", "memory_path": str(notes)}}

@@ -543,6 +543,9 @@ def _check(args: argparse.Namespace) -> int:
             value = _escape(repr(getattr(values, field_name)))
             table.add_row(to_camel(field_name), value, _escape(slot.settings.origins[field_name]))
         _out().print(table)
+    if engine.warnings:  # each logged above as the engine was built
+        _err().print(f"error: {len(engine.warnings)} STENOGRAPH_* variable(s) set nothing")
+        return 1
     return 0
 
 

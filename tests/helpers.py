@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from itertools import count
 from typing import Any
 
@@ -75,3 +77,15 @@ def talk(session: stenograph.Session, rounds: int, words: int) -> None:
         session.append({"role": "user", "content": f"question {i} " + "word " * words})
         session.pre_call(model="m")
         session.post_sampling(text_reply(f"answer {i}"))
+
+
+def run_cli(*args: str, cwd: Any = None, env: dict[str, str] | None = None):
+    """``python -m stenograph ARGS`` in a subprocess (text output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "stenograph", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+    )

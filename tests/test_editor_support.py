@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers import run_cli as cli
 from pydantic.alias_generators import to_camel
 from test_presets import BAD
 
@@ -26,17 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "stenograph" / "presets"
 REDACT = ROOT / "examples" / "redact-secrets"
 ALL_HANDLERS = "inactivity-memorize,update-threshold,forked-extraction,memory-compact"
-
-
-def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "stenograph", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env=env,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +151,8 @@ def test_init_defaults_are_the_models_defaults_once_uncommented(tmp_path, schema
         assert slot.settings.values == defaults
         for field_name, origin in slot.settings.origins.items():
             unset = getattr(defaults, field_name) is None
-            assert origin == ("default" if unset else f"preset {path}"), field_name
+            layer = f"preset {path} (handlers[{slot.index}])"
+            assert origin == ("default" if unset else layer), field_name
 
 
 def test_init_by_default_writes_the_default_presets_handlers_and_keeps_files(tmp_path):

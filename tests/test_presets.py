@@ -9,8 +9,10 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 import stenograph
+from stenograph import cli
 from stenograph.engine.presets import builtin_names, load_preset
 
 IM = "inactivity-memorize"
@@ -47,7 +49,7 @@ def test_layers_defaults_preset_env_overrides(tmp_path, monkeypatch):
         2,
         9,
     )
-    assert resolved.origins["inactivity_threshold_seconds"] == f"preset {path}"
+    assert resolved.origins["inactivity_threshold_seconds"] == f"preset {path} (handlers[0])"
     assert resolved.origins["keep_recent"] == "env STENOGRAPH_INACTIVITY_MEMORIZE__KEEP_RECENT"
     assert resolved.origins["min_tokens_saved"] == "overrides"
     assert resolved.origins["reduce_tool_inputs"] == "default"
@@ -70,8 +72,8 @@ def test_extends_overrides_matching_slots_and_appends_new(tmp_path):
     assert [s.name for s in engine.slots] == [IM, IM]
     first = slot_settings(engine, 0)
     assert (first.values.keep_recent, first.values.min_tokens_saved) == (4, 7)
-    assert first.origins["min_tokens_saved"].endswith("base.toml")
-    assert first.origins["keep_recent"].endswith("child.toml")
+    assert first.origins["min_tokens_saved"].endswith("base.toml (handlers[0])")
+    assert first.origins["keep_recent"].endswith("child.toml (handlers[0])")
     assert engine.preset.description == "b" and engine.preset.name == "child"
 
 
@@ -271,3 +273,82 @@ def test_property_any_text_is_a_preset_or_a_preset_error(tmp_path, text):
     path.write_text(text, encoding="utf-8")
     with contextlib.suppress(stenograph.StenographError):
         stenograph.Engine.from_preset(path)
+
+
+SPELLINGS = ("keepRecent", "keep_recent")
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [(a, b, c) for a in SPELLINGS for b in SPELLINGS for c in SPELLINGS],
+    ids=lambda keys: "-".join(keys),
+)
+def test_the_nearest_file_of_an_extends_chain_wins_in_any_spelling(
+    tmp_path, keys, capsys, monkeypatch
+):
+    """gp.toml < p2.toml (extends gp) < c2.toml (extends p2), each setting keepRecent in
+    either spelling: the child's value wins, and check names the child as its layer."""
+    wide = Console(width=300, highlight=False)
+    monkeypatch.setattr(cli, "_out", lambda: wide)
+    for n, (name, parent) in enumerate((("gp", None), ("p2", "gp"), ("c2", "p2"))):
+        extends = f'extends = "{parent}.toml"\n' if parent else ""
+        (tmp_path / f"{name}.toml").write_text(
+            f'{extends}[[handlers]]\nuse = "{IM}"\n{keys[n]} = {n + 1}\n'
+        )
+    child = tmp_path / "c2.toml"
+    settings = stenograph.Engine.from_preset(child).slots[0].settings
+    assert settings.values.keep_recent == 3
+    assert settings.origins["keep_recent"] == f"preset {child} (handlers[0])"
+    assert cli.main(["check", str(child)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "keepRecent" in line)
+    assert "│ 3 " in row and "c2.toml (handlers[0])" in row
+
+
+def test_a_key_in_both_spellings_in_one_file_is_refused(tmp_path):
+    path = tmp_path / "twice.toml"
+    path.write_text(f'[[handlers]]\nuse = "{IM}"\nkeepRecent = 1\nkeep_recent = 2\n')
+    with pytest.raises(stenograph.PresetError, match=r"given twice in .*twice.toml \(handlers"):
+        stenograph.Engine.from_preset(path)
+
+
+def test_a_misspelled_extends_names_the_file_and_the_closest_preset(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text('extends = "defualt"\n')
+    with pytest.raises(stenograph.PresetError) as raised:
+        stenograph.Engine.from_preset(path)
+    message = str(raised.value)
+    assert f"Preset {path}: extends = 'defualt'" in message
+    assert "coding-agent, default, inactivity-only" in message
+    assert "Did you mean 'default'?" in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "hint"),
+    [
+        ("STENOGRAPH_INACTIVITY_MEMORIZE__keepRecent", "__KEEP_RECENT?"),
+        ("STENOGRAPH_INACTIVITY_MEMORIZE__KEEP_RECNT", "__KEEP_RECENT?"),
+        ("STENOGRAPH_INACTIVITY_MEMORISE__KEEP_RECENT", "STENOGRAPH_INACTIVITY_MEMORIZE__"),
+    ],
+)
+def test_an_environment_variable_that_sets_nothing_is_warned_and_fails_check(
+    monkeypatch, capsys, variable, hint
+):
+    monkeypatch.setenv(variable, "2")
+    monkeypatch.setenv("STENOGRAPH_REQUIRE_SERVERS", "1")  # no "__": another tool's variable
+    engine = stenograph.Engine.from_preset("inactivity-only")
+    (warning,) = engine.warnings
+    assert variable in warning and "is ignored" in warning and hint in warning
+    assert engine.slots[0].settings.values.keep_recent == 0
+    assert cli.main(["check", "inactivity-only"]) == 1
+    assert "1 STENOGRAPH_* variable(s) set nothing" in capsys.readouterr().err
+
+
+def test_check_and_handlers_print_values_as_they_are(tmp_path, capsys):
+    """Values are not read as rich markup: a "[email]" stays "[email]"."""
+    path = tmp_path / "brackets.toml"
+    path.write_text(f'[[handlers]]\nuse = "{IM}"\nexcludeTools = ["[email]", "[bold]x"]\n')
+    assert cli.main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "['[email]', '[bold]x']" in out
+    assert cli.main(["handlers"]) == 0
+    assert "[]" in capsys.readouterr().out  # excludeTools' default, a list, printed whole

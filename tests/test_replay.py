@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from conftest import DEMO, real_transcripts
+from helpers import run_cli
 
 import stenograph
 from stenograph.engine.clock import parse_timestamp
@@ -104,12 +103,6 @@ def test_every_request_of_a_real_session_pairs(shared_data):
         else:
             session.append(message)
     assert any(e.memorized for e in session.history)
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "stenograph", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def test_cli_replay_json(tmp_path):

@@ -21,7 +21,7 @@ from .events import Event, HandlerFailed
 from .handler import Handler
 from .presets import Preset, SlotSpec, load_preset
 from .session import Session
-from .settings import ResolvedSettings, SettingsResolver, env_prefix
+from .settings import ResolvedSettings, SettingsResolver, env_prefix, env_warnings
 from .state import HandlerState, StateKey
 
 log = logging.getLogger("stenograph.engine")
@@ -62,6 +62,10 @@ class Engine:
         overrides = dict(overrides or {})
         self._check_override_targets(overrides)
         self.slots = self._build_slots(overrides)
+        models = {slot.name: type(slot.settings.values) for slot in self.slots}
+        self.warnings = env_warnings(self.catalog.names(), models)
+        for warning in self.warnings:
+            log.warning("%s", warning)
         self._hooked = {
             hook: tuple((slot, slot.impls[hook]) for slot in self.slots if hook in slot.impls)
             for hook in hookspecs.SLOT_HOOKS
@@ -161,9 +165,9 @@ class Engine:
     ) -> ResolvedSettings:
         resolver = SettingsResolver(spec.handler, handler_cls.Settings, spec.where)
         layers: list[tuple[str, dict[str, Any]]] = []
-        for label in dict.fromkeys(spec.key_origins.values()):
-            values = {k: v for k, v in spec.values.items() if spec.key_origins[k] == label}
-            layers.append((f"preset {label}", resolver.normalise(values)))
+        for where, values in spec.layers:  # parent first; each normalised as it is read
+            layer = SettingsResolver(spec.handler, handler_cls.Settings, where)
+            layers.append((f"preset {where}", layer.normalise(values)))
         for name, value in resolver.env_values().items():
             layers.append((f"env {env_prefix(spec.handler)}{name.upper()}", {name: value}))
         code: dict[str, Any] = {}

@@ -18,12 +18,11 @@ MAX_EXTENDS_DEPTH = 16
 
 @dataclass(frozen=True)
 class SlotSpec:
-    """One ``[[handlers]]`` entry: the handler name and its raw settings, each key with the
-    preset file that set it."""
+    """One ``[[handlers]]`` entry: the handler name and its raw settings as one layer per
+    preset file that set any, parent first (``(file and slot, raw values)``)."""
 
     handler: str
-    values: dict[str, Any]
-    key_origins: dict[str, str]
+    layers: tuple[tuple[str, dict[str, Any]], ...]
     where: str
 
 
@@ -62,7 +61,7 @@ def load_preset(ref: str | Path, _seen: tuple[str, ...] = ()) -> Preset:
         target = data["extends"]
         if not isinstance(target, str) or not target:
             raise PresetError(f"Preset {label}: 'extends' must be a preset name or a path.")
-        parent = load_preset(_relative(target, base_dir), (*_seen, label))
+        parent = load_preset(_parent_ref(target, base_dir, label), (*_seen, label))
     slots = _merge(parent.slots if parent else (), _slots(data, label), label)
     return Preset(
         name=_string(data, "name", label, Path(str(ref)).stem),
@@ -94,11 +93,22 @@ def _read(ref: str | Path) -> tuple[str, str, Path | None]:
         raise PresetError(f"Preset file {path} cannot be read: {exc}.") from None
 
 
-def _relative(target: str, base_dir: Path | None) -> str | Path:
-    if "/" not in target and not target.endswith(".toml") and target in builtin_names():
+def _parent_ref(target: str, base_dir: Path | None, label: str) -> str | Path:
+    """What ``extends = target`` in preset ``label`` names: a built-in preset, or a file
+    relative to the preset's own folder; neither is an error naming both and the closest."""
+    names = builtin_names()
+    if "/" not in target and not target.endswith(".toml") and target in names:
         return target
     path = Path(target)
-    return path if path.is_absolute() or base_dir is None else base_dir / path
+    path = path if path.is_absolute() or base_dir is None else base_dir / path
+    if not path.exists():
+        close = difflib.get_close_matches(target, names, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise PresetError(
+            f"Preset {label}: extends = {target!r} is neither a built-in preset"
+            f" ({', '.join(names)}) nor a file ({path} not found).{hint}"
+        )
+    return path
 
 
 def _check_top_level(data: dict[str, Any], label: str) -> None:
@@ -139,7 +149,7 @@ def _slots(data: dict[str, Any], label: str) -> list[SlotSpec]:
         if not isinstance(use, str) or not use:
             raise PresetError(f'Preset {where} needs use = "<handler name>".')
         values = {k: v for k, v in item.items() if k != "use"}
-        slots.append(SlotSpec(use, values, dict.fromkeys(values, label), where))
+        slots.append(SlotSpec(use, ((where, values),) if values else (), where))
     return slots
 
 
@@ -153,12 +163,7 @@ def _merge(parent: tuple[SlotSpec, ...], child: list[SlotSpec], label: str) -> t
         matches = [i for i, s in enumerate(merged[: len(parent)]) if s.handler == spec.handler]
         if n < len(matches):
             base = merged[matches[n]]
-            merged[matches[n]] = SlotSpec(
-                spec.handler,
-                {**base.values, **spec.values},
-                {**base.key_origins, **spec.key_origins},
-                spec.where,
-            )
+            merged[matches[n]] = SlotSpec(spec.handler, base.layers + spec.layers, spec.where)
         else:
             merged.append(spec)
     return tuple(merged)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -45,6 +46,45 @@ class HandlerSettings(BaseSettings):
 def env_prefix(handler: str) -> str:
     """``inactivity-memorize`` -> ``STENOGRAPH_INACTIVITY_MEMORIZE__``."""
     return "STENOGRAPH_" + handler.upper().replace("-", "_").replace(".", "_") + "__"
+
+
+def env_warnings(
+    handler_names: list[str],
+    models: Mapping[str, type[HandlerSettings]],
+    environ: Mapping[str, str] = os.environ,
+) -> list[str]:
+    """``STENOGRAPH_<HANDLER>__<FIELD>`` variables that set nothing: an unknown handler, or
+    a field the handler (when ``models`` has its settings) does not have; each with the
+    closest name. Variables without ``__`` belong to other tools and are not looked at."""
+    prefixes = {env_prefix(name): name for name in handler_names}
+    warnings = []
+    for variable in sorted(environ):
+        upper = variable.upper()
+        if not upper.startswith("STENOGRAPH_") or "__" not in upper:
+            continue
+        head, _, field = upper.partition("__")
+        handler = prefixes.get(head + "__")
+        if handler is None:
+            close = difflib.get_close_matches(head + "__", list(prefixes), n=1)
+            hint = f" Did you mean {close[0]}{field}?" if close else ""
+            warnings.append(
+                f"Environment variable {variable} is ignored: no handler named like"
+                f" {head[len('STENOGRAPH_') :]!r} (handlers: {', '.join(handler_names)}).{hint}"
+            )
+            continue
+        model = models.get(handler)
+        fields = [name.upper() for name in model.model_fields] if model else []
+        if model is None or field in fields:
+            continue
+        squeezed = {name.replace("_", ""): name for name in fields}
+        close = [squeezed[field.replace("_", "")]] if field.replace("_", "") in squeezed else []
+        close = close or difflib.get_close_matches(field, fields, n=1)
+        hint = f" Did you mean {head}__{close[0]}?" if close else ""
+        warnings.append(
+            f"Environment variable {variable} is ignored: handler '{handler}' has no setting"
+            f" {field!r} (settings: {', '.join(fields)}).{hint}"
+        )
+    return warnings
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ def single_handler_session(
     otherwise. Settings are validated exactly as from a preset file."""
     name = handler if isinstance(handler, str) else handler.name
     values = dict(settings or {})
-    slot = SlotSpec(name, values, dict.fromkeys(values, "test"), "test preset (handlers[0])")
+    where = "test preset (handlers[0])"
+    slot = SlotSpec(name, ((where, values),) if values else (), where)
     preset = Preset(
         name=f"only-{name}", description="", strict=strict, slots=(slot,), label="test preset"
     )

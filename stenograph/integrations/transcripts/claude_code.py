@@ -69,7 +69,7 @@ def parse_claude_code(rows: list[tuple[int, Any]], log: Log) -> list[dict[str, A
     messages = _build(kept, log)
     messages = _place_queued(records, messages, log)
     replayed = {id(r) for r in kept} | {id(r) for r in chain if _is_boundary(r)}
-    _account(records, scope, replayed, {r.message_id for r in kept}, log)
+    _account(records, scope, replayed, {r.message_id for r in kept} - {None}, log)
     return messages
 
 
