@@ -16,25 +16,15 @@ if TYPE_CHECKING:
     from .engine.entries import Entry, EntryError
     from .engine.errors import HandlerError, PluginError, PresetError, RequestError, StenographError
     from .engine.events import (
-        CacheTtlDetected,
-        Compacted,
-        CompactionSkipped,
         Custom,
-        EntriesMemorized,
         Event,
-        ExtractionFailed,
-        ExtractionFinished,
-        ExtractionStarted,
         HandlerFailed,
         HistoryEdited,
         HistoryNotFollowed,
         HistoryTruncated,
-        MemorizeSkipped,
         NotesClientUnavailable,
         RequestViolation,
         StateReset,
-        ThresholdDecision,
-        ToolCallRefused,
     )
     from .engine.extraction import ExtractionRequest
     from .engine.guard import check_pairing, check_request
@@ -45,25 +35,34 @@ if TYPE_CHECKING:
     from .engine.settings import HandlerSettings
     from .engine.state import HandlerState, StateKey
     from .engine.sync import ConversationMismatch, Synced
+    from .handlers.forked_extraction.events import (
+        ExtractionFailed,
+        ExtractionFinished,
+        ExtractionStarted,
+        ToolCallRefused,
+    )
+    from .handlers.inactivity_memorize import CacheTtlDetected, EntriesMemorized, MemorizeSkipped
+    from .handlers.memory_compact import Compacted, CompactionSkipped
+    from .handlers.update_threshold import ThresholdDecision
 
 __version__ = "0.1.0"
 # name -> module: imported on first use, so `import stenograph` loads none of pydantic, the
 # tokenizer, the SDK or rich
 _EXPORTS = {
-    "CacheTtlDetected": ".engine.events",
-    "Compacted": ".engine.events",
-    "CompactionSkipped": ".engine.events",
+    "CacheTtlDetected": ".handlers.inactivity_memorize",
+    "Compacted": ".handlers.memory_compact",
+    "CompactionSkipped": ".handlers.memory_compact",
     "ConversationMismatch": ".engine.sync",
     "Custom": ".engine.events",
     "Engine": ".engine.engine",
-    "EntriesMemorized": ".engine.events",
+    "EntriesMemorized": ".handlers.inactivity_memorize",
     "Entry": ".engine.entries",
     "EntryError": ".engine.entries",
     "Event": ".engine.events",
-    "ExtractionFailed": ".engine.events",
-    "ExtractionFinished": ".engine.events",
+    "ExtractionFailed": ".handlers.forked_extraction.events",
+    "ExtractionFinished": ".handlers.forked_extraction.events",
     "ExtractionRequest": ".engine.extraction",
-    "ExtractionStarted": ".engine.events",
+    "ExtractionStarted": ".handlers.forked_extraction.events",
     "Handler": ".engine.handler",
     "HandlerError": ".engine.errors",
     "HandlerFailed": ".engine.events",
@@ -73,7 +72,7 @@ _EXPORTS = {
     "HistoryNotFollowed": ".engine.events",
     "HistoryTruncated": ".engine.events",
     "ManualClock": ".engine.clock",
-    "MemorizeSkipped": ".engine.events",
+    "MemorizeSkipped": ".handlers.inactivity_memorize",
     "NotesClientUnavailable": ".engine.events",
     "PluginError": ".engine.errors",
     "PostSamplingCall": ".engine.context",
@@ -88,8 +87,8 @@ _EXPORTS = {
     "StateReset": ".engine.events",
     "StenographError": ".engine.errors",
     "Synced": ".engine.sync",
-    "ThresholdDecision": ".engine.events",
-    "ToolCallRefused": ".engine.events",
+    "ThresholdDecision": ".handlers.update_threshold",
+    "ToolCallRefused": ".handlers.forked_extraction.events",
     "check_pairing": ".engine.guard",
     "check_request": ".engine.guard",
     "hookimpl": ".engine.hookspecs",

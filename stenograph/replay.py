@@ -16,19 +16,13 @@ from .economics.ledger import Call, Fork, Ledger
 from .economics.prices import load_prices
 from .engine.clock import ManualClock, parse_timestamp
 from .engine.engine import Engine
-from .engine.events import (
-    CacheTtlDetected,
-    Compacted,
-    EntriesMemorized,
-    Event,
-    ExtractionFailed,
-    ExtractionFinished,
-    HandlerFailed,
-    RequestViolation,
-    ThresholdDecision,
-)
+from .engine.events import Event, HandlerFailed, RequestViolation
 from .engine.session import Session
 from .engine.tokens import content_tokens
+from .handlers.forked_extraction.events import ExtractionFailed, ExtractionFinished
+from .handlers.inactivity_memorize import CacheTtlDetected, EntriesMemorized
+from .handlers.memory_compact import Compacted
+from .handlers.update_threshold import ThresholdDecision
 from .integrations.transcripts import Transcript, read_transcripts
 
 REPLAY_SYSTEM = "You are a coding agent. (System prompt not recorded in the transcript.)"

@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 import stenograph
-from stenograph.engine.events import ThresholdDecision
+from stenograph import ThresholdDecision
 from stenograph.integrations.anthropic import wrap
 from stenograph.testing import Reply, single_handler_session
 

@@ -173,3 +173,25 @@ def test_a_transcript_format_that_is_not_one_is_refused():
 
     with pytest.raises(stenograph.PluginError, match="calls itself 'claude-code-jsonl'"):
         Misnamed().get("chat")
+
+
+@pytest.mark.parametrize(
+    ("event", "module"),
+    [
+        ("EntriesMemorized", "stenograph.handlers.inactivity_memorize"),
+        ("MemorizeSkipped", "stenograph.handlers.inactivity_memorize"),
+        ("CacheTtlDetected", "stenograph.handlers.inactivity_memorize"),
+        ("ThresholdDecision", "stenograph.handlers.update_threshold"),
+        ("ExtractionStarted", "stenograph.handlers.forked_extraction.events"),
+        ("ExtractionFinished", "stenograph.handlers.forked_extraction.events"),
+        ("ExtractionFailed", "stenograph.handlers.forked_extraction.events"),
+        ("ToolCallRefused", "stenograph.handlers.forked_extraction.events"),
+        ("Compacted", "stenograph.handlers.memory_compact"),
+        ("CompactionSkipped", "stenograph.handlers.memory_compact"),
+    ],
+)
+def test_each_handlers_events_live_with_the_handler(event, module):
+    from stenograph.engine import events
+
+    assert getattr(stenograph, event).__module__ == module
+    assert not hasattr(events, event)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import stenograph
-from stenograph.engine.events import (
+from stenograph import (
     ExtractionFailed,
     ExtractionFinished,
     ToolCallRefused,

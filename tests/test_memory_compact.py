@@ -10,8 +10,8 @@ from conftest import real_transcripts
 from helpers import text_reply, tool_result, tool_turn
 
 import stenograph
+from stenograph import Compacted, CompactionSkipped
 from stenograph.engine.clock import parse_timestamp
-from stenograph.engine.events import Compacted, CompactionSkipped
 from stenograph.integrations.transcripts import read_transcript
 from stenograph.replay import replay
 

@@ -10,7 +10,7 @@ import pytest
 from helpers import text_reply
 
 import stenograph
-from stenograph.engine.events import CompactionSkipped, ExtractionFailed, ExtractionFinished
+from stenograph import CompactionSkipped, ExtractionFailed, ExtractionFinished
 from stenograph.handlers.forked_extraction import memory_file
 
 

@@ -9,7 +9,7 @@ from conftest import real_transcripts
 from helpers import tool_result
 
 import stenograph
-from stenograph.engine.events import ThresholdDecision
+from stenograph import ThresholdDecision
 from stenograph.engine.tokens import content_tokens
 from stenograph.integrations.transcripts import read_transcripts
 from stenograph.replay import replay

@@ -36,7 +36,7 @@ from rich.text import Text
 from workdir_tools import TOOLS, Interrupted, ToolError, WorkdirTools, cut
 
 import stenograph
-from stenograph.engine.events import ExtractionFinished
+from stenograph import ExtractionFinished
 from stenograph.engine.store import check_session_id
 from stenograph.integrations.anthropic import wrap
 

@@ -51,115 +51,11 @@ class RequestViolation(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class EntriesMemorized(Event):
-    """Earlier tool entries were marked memorized after a pause. ``estimated``: some
-    entries were not counted yet, so ``tokens_saved`` is a chars/4 estimate; the counts are
-    made in the background and the event in ``Session.events`` is then replaced by one with
-    the counted figure (``estimated`` False)."""
-
-    gap_seconds: float
-    threshold_seconds: float
-    uuids: tuple[str, ...]
-    tokens_saved: int
-    estimated: bool = False
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CacheTtlDetected(Event):
-    """inactivity-memorize at "auto" learned the prompt-cache TTL the session uses."""
-
-    ttl: str
-    source: str
-    threshold_seconds: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MemorizeSkipped(Event):
-    """A pause was long enough but nothing was marked, and why."""
-
-    gap_seconds: float
-    reason: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class Custom(Event):
     """An event of a third-party handler that has no type of its own."""
 
     name: str
     data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ThresholdDecision(Event):
-    """update-threshold's decision after a response: the figures and the outcome."""
-
-    response_uuid: str
-    tokens: int
-    growth: int
-    tool_calls: int
-    quiet: bool
-    initialized: bool
-    extract: bool
-    reason: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExtractionStarted(Event):
-    """forked-extraction began writing the notes."""
-
-    backend: str
-    path: str
-    upto_uuid: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExtractionFinished(Event):
-    """The notes were written."""
-
-    backend: str
-    path: str
-    upto_uuid: str
-    turns: int
-    input_tokens: int
-    cache_read_input_tokens: int
-    cache_creation_input_tokens: int
-    output_tokens: int
-    seconds: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExtractionFailed(Event):
-    """The notes were not written; the next positive decision retries."""
-
-    backend: str
-    path: str
-    error: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCallRefused(Event):
-    """The fork called a tool the gate does not allow."""
-
-    tool: str
-    detail: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Compacted(Event):
-    """memory-compact replaced the history its notes cover with the notes."""
-
-    tokens_before: int
-    tokens_after: int
-    kept_messages: int
-    start_uuid: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CompactionSkipped(Event):
-    """The context was over the threshold but the request was sent as it was, and why."""
-
-    tokens: int
-    reason: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,6 +8,7 @@ the threshold follows the TTL the session uses (5 minutes or 1 hour).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, field_validator
@@ -15,7 +16,7 @@ from pydantic import Field, field_validator
 from ..engine.caching import TTL_SECONDS, cache_ttl
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
-from ..engine.events import CacheTtlDetected, EntriesMemorized, MemorizeSkipped
+from ..engine.events import Event
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
@@ -24,6 +25,37 @@ from ..engine.state import HandlerState
 
 log = logging.getLogger("stenograph.handlers.inactivity_memorize")
 MAX_THRESHOLD = 30 * 86400
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EntriesMemorized(Event):
+    """Earlier tool entries were marked memorized after a pause. ``estimated``: some
+    entries were not counted yet, so ``tokens_saved`` is a chars/4 estimate; the counts are
+    made in the background and the event in ``Session.events`` is then replaced by one with
+    the counted figure (``estimated`` False)."""
+
+    gap_seconds: float
+    threshold_seconds: float
+    uuids: tuple[str, ...]
+    tokens_saved: int
+    estimated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheTtlDetected(Event):
+    """inactivity-memorize at "auto" learned the prompt-cache TTL the session uses."""
+
+    ttl: str
+    source: str
+    threshold_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemorizeSkipped(Event):
+    """A pause was long enough but nothing was marked, and why."""
+
+    gap_seconds: float
+    reason: str
 
 
 class InactivityMemorizeSettings(HandlerSettings):

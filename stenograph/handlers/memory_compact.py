@@ -5,6 +5,7 @@ compaction). The boundary is stored, so later requests keep the same prefix."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,7 +13,7 @@ from pydantic import Field, model_validator
 
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
-from ..engine.events import Compacted, CompactionSkipped
+from ..engine.events import Event
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
@@ -28,6 +29,24 @@ INTRO = (
     " messages after them are the most recent part, word for word. The full notes are in"
     " {path}."
 )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Compacted(Event):
+    """memory-compact replaced the history its notes cover with the notes."""
+
+    tokens_before: int
+    tokens_after: int
+    kept_messages: int
+    start_uuid: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompactionSkipped(Event):
+    """The context was over the threshold but the request was sent as it was, and why."""
+
+    tokens: int
+    reason: str
 
 
 class MemoryCompactSettings(HandlerSettings):

@@ -4,12 +4,13 @@ session-memory trigger), and files an extraction request when they do."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ..engine.context import PostSamplingCall
-from ..engine.events import ThresholdDecision
+from ..engine.events import Event
 from ..engine.extraction import ExtractionRequest
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
@@ -18,6 +19,20 @@ from ..engine.settings import HandlerSettings
 from ..engine.state import HandlerState
 
 log = logging.getLogger("stenograph.handlers.update_threshold")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThresholdDecision(Event):
+    """update-threshold's decision after a response: the figures and the outcome."""
+
+    response_uuid: str
+    tokens: int
+    growth: int
+    tool_calls: int
+    quiet: bool
+    initialized: bool
+    extract: bool
+    reason: str
 
 
 class UpdateThresholdSettings(HandlerSettings):

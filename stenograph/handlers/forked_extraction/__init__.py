@@ -23,13 +23,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ...engine.context import PostSamplingCall
-from ...engine.events import (
-    Event,
-    ExtractionFailed,
-    ExtractionFinished,
-    ExtractionStarted,
-    ToolCallRefused,
-)
+from ...engine.events import Event
 from ...engine.extraction import ExtractionRequest
 from ...engine.files import read_small_text
 from ...engine.handler import Handler
@@ -37,6 +31,7 @@ from ...engine.hookspecs import hookimpl
 from ...engine.session import Session
 from ...engine.settings import HandlerSettings
 from ...engine.state import StateKey
+from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, ToolCallRefused
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
 from .memory_file import MAX_NOTES_CHARS, MemoryFile, NotesConflict, sections
