@@ -58,9 +58,9 @@ from benchlib import (
 
 import stenograph
 from stenograph.engine.clock import parse_timestamp
+from stenograph.engine.notes import sections
 from stenograph.engine.tokens import content_tokens, count_tiktoken
 from stenograph.handlers.forked_extraction.gate import OWN_TOOL_NAME, replace_once
-from stenograph.handlers.forked_extraction.memory_file import sections
 from stenograph.handlers.forked_extraction.offline import Facts, offline_notes
 from stenograph.testing import Reply
 from stenograph.testing.messages_server import RecordedRequest

@@ -236,8 +236,8 @@ def _usage(value: Any) -> dict[str, int] | None:
 
 
 def entry_from_record(record: dict[str, Any]) -> Entry:
-    """Rebuild an Entry from its journal record."""
-    entry = make_entry(record, now=0.0)
+    """Rebuild an Entry from its journal record (freshly parsed: taken, not copied)."""
+    entry = make_entry(record, now=0.0, owned=True)
     if "timestamp" not in record:
         entry.timestamp = None
     return entry

@@ -248,10 +248,13 @@ class History:
         """The request messages: the preamble, then the entries from ``window_start`` on,
         the preamble's last message merged with the first when their roles match (a new
         list; treat the dicts as read-only)."""
-        window = self._messages[self._window_message :]
         head = self.preamble
-        if not head or not window or head[-1]["role"] != window[0]["role"]:
-            return [*head, *window]
+        start = self._window_message
+        if not head:  # the usual case: one list copy
+            return self._messages[start:] if start else self._messages.copy()
+        window = self._messages[self._window_message :]
+        if not window or head[-1]["role"] != window[0]["role"]:
+            return head + window
         joint = merge_run(window[0]["role"], [head[-1]["content"], window[0]["content"]])
         return [*head[:-1], joint, *window[1:]]
 

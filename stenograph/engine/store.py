@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,11 +109,11 @@ class SessionStore:
         except FileNotFoundError:
             return 0
 
-    def read_journal(self) -> list[dict[str, Any]]:
-        """Every valid journal record; a torn or corrupt line is skipped with a warning."""
+    def read_journal(self) -> Iterator[dict[str, Any]]:
+        """Every valid journal record, one at a time (never all parsed records at once); a
+        torn or corrupt line is skipped with a warning."""
         if not self.journal_path.exists():
-            return []
-        records = []
+            return
         with self.journal_path.open(encoding="utf-8", errors="replace") as handle:
             for lineno, line in enumerate(handle, 1):
                 if not line.strip():
@@ -128,8 +129,7 @@ class SessionStore:
                     )
                     continue
                 if isinstance(record, dict) and "op" in record:
-                    records.append(record)
-        return records
+                    yield record
 
     def read_state(self) -> tuple[dict[str, Any], str | None]:
         """The saved state (empty when there is none), and why it was unusable if it was."""

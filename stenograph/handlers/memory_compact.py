@@ -16,11 +16,11 @@ from ..engine.entries import Entry
 from ..engine.events import Event
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
+from ..engine.notes import headings, read_notes, sections
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
 from ..engine.state import HandlerState
 from ..engine.tokens import count_tiktoken, encoding
-from .forked_extraction.memory_file import headings, read_notes, sections
 
 log = logging.getLogger("stenograph.handlers.memory_compact")
 INTRO = (

@@ -28,13 +28,14 @@ from ...engine.extraction import ExtractionRequest
 from ...engine.files import read_small_text
 from ...engine.handler import Handler
 from ...engine.hookspecs import hookimpl
+from ...engine.notes import MAX_NOTES_CHARS, sections
 from ...engine.session import Session
 from ...engine.settings import HandlerSettings
 from ...engine.state import StateKey
 from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, ToolCallRefused
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
-from .memory_file import MAX_NOTES_CHARS, MemoryFile, NotesConflict, sections
+from .memory_file import MemoryFile, NotesConflict
 from .offline import Facts, offline_notes
 
 log = logging.getLogger("stenograph.handlers.forked_extraction")

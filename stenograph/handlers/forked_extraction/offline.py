@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...engine.entries import Entry
-from .memory_file import sections
+from ...engine.notes import sections
 
 SECTION_CHARS = 6000
 PATH_KEYS = ("file_path", "path", "notebook_path")
