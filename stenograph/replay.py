@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -86,8 +87,14 @@ def request_line(request: dict[str, Any]) -> str:
 
 
 def session_id_for(path: Path) -> str:
-    """A session id derived from the transcript's file name."""
-    return "replay-" + (re.sub(r"[^A-Za-z0-9._-]", "-", path.stem).strip(".-") or "transcript")
+    """A session id derived from the transcript's file name (any name gives a valid id:
+    other characters become '-', '..' becomes '.', a long name is cut and given a hash)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "-", path.stem)
+    stem = re.sub(r"\.{2,}", ".", stem).strip(".-") or "transcript"
+    if len(stem) > 180:
+        digest = hashlib.sha256(path.stem.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        stem = f"{stem[:180].rstrip('.-')}-{digest}"
+    return "replay-" + stem
 
 
 def replay(

@@ -71,6 +71,14 @@ def open_session(
     return session, clock
 
 
+def talk(session: stenograph.Session, rounds: int, words: int) -> None:
+    """``rounds`` of: a user question of ``words`` words, pre_call, a text answer."""
+    for i in range(rounds):
+        session.append({"role": "user", "content": f"question {i} " + "word " * words})
+        session.pre_call(model="m")
+        session.post_sampling(text_reply(f"answer {i}"))
+
+
 def run_cli(*args: str, cwd: Any = None, env: dict[str, str] | None = None):
     """``python -m stenograph ARGS`` in a subprocess (text output captured)."""
     return subprocess.run(

@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers import text_reply
+from helpers import talk, text_reply
 
 import stenograph
 from stenograph.engine import store as store_module
@@ -176,10 +176,7 @@ def test_state_is_never_ahead_of_the_journal(tmp_path, monkeypatch):
 def test_a_journal_cut_behind_the_saved_state_is_reconciled_at_open(tmp_path):
     engine = stenograph.Engine.from_preset("default")
     session = engine.open_session("r", state_dir=tmp_path)
-    for i in range(6):
-        session.append({"role": "user", "content": f"question {i} " + "word " * 3000})
-        session.pre_call(model="m")
-        session.post_sampling(text_reply(f"answer {i}"))
+    talk(session, 6, 3000)
     session.wait_for_background()
     session.close()
     folder = tmp_path / "r"

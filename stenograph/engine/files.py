@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -49,3 +50,21 @@ def remove_temp_files(folder: Path, prefix: str, suffix: str) -> int:
             leftover.unlink(missing_ok=True)
             removed += 1
     return removed
+
+
+def read_small_text(path: Path, max_bytes: int = 1_000_000) -> str:
+    """A regular UTF-8 text file of at most ``max_bytes``; anything else (a device, a FIFO,
+    a folder, a bigger or undecodable file) is an ``OSError``/``ValueError`` saying so,
+    without blocking or reading more than ``max_bytes + 1`` bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError("not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"larger than {max_bytes:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {data[exc.start]:#04x} at {exc.start})") from None

@@ -174,6 +174,9 @@ class History:
         ids = message_ids({"role": entry.role, "content": new})
         before = self._ids[index]
         self._messages[index] = message
+        if ids.content_problems:  # rare: checked whole, so block numbers are the message's
+            self._set_ids(index, message_ids(message))
+            return
         self._set_ids(
             index,
             MessageIds(
@@ -258,11 +261,12 @@ class History:
     def request_problems(self) -> list[str]:
         """What the Messages API would reject in the request (see ``guard``), checking the
         messages changed since the last check, the start of the request, and tool_use ids
-        across the request only when some id occurs twice in the history."""
+        across the request only when some id occurs twice in the history. Messages with a
+        problem stay to be checked until the problem is gone."""
         start, before = self._window_message, len(self.preamble)
         ids = self._ids[start:] if start else self._ids
-        changed = {i - start for i in self._changed if i >= start}
-        self._changed = set()
+        pending, self._changed = self._changed, set()
+        changed = {i - start for i in pending if i >= start}
         head = [message_ids(m) for m in self.preamble]
         roles = [m.role for m in head]
         if ids and (not roles or roles[-1] != ids[0].role):  # else merged by messages()
@@ -274,6 +278,8 @@ class History:
         problems += self._changed_thinking(changed, start, before)
         if self._repeated_uses:
             problems += check_unique(head + ids)
+        if problems:  # checked again next time: a refused request is never handed out later
+            self._changed |= pending
         return problems
 
     def _changed_thinking(self, messages: set[int], start: int, before: int) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PresetError
+from .files import read_small_text
 
 TOP_LEVEL_KEYS = ("name", "description", "extends", "strict", "handlers")
 MAX_EXTENDS_DEPTH = 16
@@ -52,6 +53,8 @@ def load_preset(ref: str | Path, _seen: tuple[str, ...] = ()) -> Preset:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PresetError(f"Preset {label} is not valid TOML: {exc}.") from None
+    except RecursionError:
+        raise PresetError(f"Preset {label} is nested too deeply to be a preset.") from None
     _check_top_level(data, label)
     parent = None
     if "extends" in data:
@@ -83,10 +86,10 @@ def _read(ref: str | Path) -> tuple[str, str, Path | None]:
             )
     path = Path(ref)
     try:
-        return str(path), path.read_text(encoding="utf-8"), path.parent
+        return str(path), read_small_text(path), path.parent
     except FileNotFoundError:
         raise PresetError(f"Preset file {path} not found.") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise PresetError(f"Preset file {path} cannot be read: {exc}.") from None
 
 

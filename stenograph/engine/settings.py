@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -20,6 +21,7 @@ from pydantic_settings import (
     EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from .errors import PresetError
@@ -130,7 +132,22 @@ class SettingsResolver:
     def env_values(self) -> dict[str, Any]:
         """Values from ``STENOGRAPH_<HANDLER>__<FIELD>`` variables (case-insensitive)."""
         source = EnvSettingsSource(self.model, env_prefix=env_prefix(self.handler))
-        return {k: v for k, v in source().items() if k in self.model.model_fields}
+        try:
+            values = source()
+        except SettingsError as exc:  # a list/dict setting whose variable is not JSON
+            raise PresetError(self._env_error(str(exc))) from None
+        return {k: v for k, v in values.items() if k in self.model.model_fields}
+
+    def _env_error(self, message: str) -> str:
+        found = re.search(r'field "(\w+)"', message)
+        name = found.group(1) if found else ""
+        variable = f"{env_prefix(self.handler)}{name.upper()}"
+        value = next((v for k, v in os.environ.items() if k.upper() == variable), None)
+        return (
+            f"Environment variable {variable} (setting '{to_camel(name)}' of handler"
+            f" '{self.handler}') must be JSON, e.g. '[\"Read\", \"Bash\"]' for a list;"
+            f" got {value!r}."
+        )
 
     def resolve(self, layers: list[tuple[str, dict[str, Any]]]) -> ResolvedSettings:
         """Merge ``(label, values)`` layers lowest first, then validate once."""

@@ -67,7 +67,10 @@ class HostMessages:
         return dumped
 
     def forget_except(self, messages: Sequence[Any]) -> None:
-        """Keep cached dumps only for the content lists of ``messages``."""
+        """Keep cached dumps only for the content lists of ``messages`` (pruned once the
+        cache holds many more than the list, so a call does not walk it)."""
+        if len(self._dumped) <= 2 * len(messages) + 16:
+            return
         live = {id(m.get("content")) for m in messages if isinstance(m, dict)}
         self._dumped = {k: v for k, v in self._dumped.items() if k in live}
 

@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 from ...engine.context import PostSamplingCall
 from ...engine.events import Event
 from ...engine.extraction import ExtractionRequest
+from ...engine.files import read_small_text
 from ...engine.handler import Handler
 from ...engine.hookspecs import hookimpl
 from ...engine.notes import MAX_NOTES_CHARS, sections
@@ -47,8 +48,8 @@ def _text_file(value: str | None) -> str | None:
         return None
     path = Path(value).expanduser()
     try:
-        path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        read_small_text(path)
+    except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read {path}: {exc}") from None
     return str(path)
 
@@ -380,4 +381,4 @@ def _edit_instructions(mode: str, host_tool: str | None) -> str:
 
 
 def _read(path: str | None) -> str | None:
-    return Path(path).expanduser().read_text(encoding="utf-8") if path else None
+    return read_small_text(Path(path).expanduser()) if path else None
