@@ -40,7 +40,10 @@ def require_extra(module: str, extra: str) -> ModuleType:
     except ImportError as exc:
         if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
             raise
-        pytest.skip(f"{module} is not installed (pip install 'stenograph[{extra}]'): {exc}")
+        pytest.skip(
+            f"{module} is not installed (pip install 'stenograph[{extra}]'): {exc}",
+            allow_module_level=True,
+        )
 
 
 def all_handlers_preset(tmp_path: Path) -> str:
