@@ -6,15 +6,19 @@ characters (plain dicts) and assistant turns holding the SDK's own ``TextBlock``
 ``ToolUseBlock`` objects, as a host keeps ``response.content``. Each size times 300 calls of
 each lane, alternating, in one run; medians.
 
-Run ``python benchmarks/sync_cost.py``.
+Run ``python benchmarks/sync_cost.py`` (``--quick``: 30 calls per lane; ``--json``: the
+medians as JSON on stdout).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import time
 
 from anthropic.types import TextBlock, ToolUseBlock
+from benchlib import machine
 
 import stenograph
 
@@ -42,17 +46,28 @@ def old_check(session: stenograph.Session, host: list) -> bool:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run (30 calls per lane)")
+    parser.add_argument("--json", action="store_true", help="the medians as JSON on stdout")
+    args = parser.parse_args()
+    calls = 30 if args.quick else 300
+    result: dict[str, object] = {"machine": machine(), "calls_per_lane": calls, "sizes": {}}
     for n in (10, 100, 500):
         session, host = build(n)
         session.sync(host)  # the SDK blocks are dumped once, on the first call
         lanes: dict[str, list[float]] = {"sync": [], "length/role check": []}
-        for _ in range(300):
+        for _ in range(calls):
             for name, run in (("sync", session.sync), ("length/role check", None)):
                 start = time.perf_counter()
                 run(host) if run else old_check(session, host)
                 lanes[name].append(time.perf_counter() - start)
-        figures = ", ".join(f"{k} {statistics.median(v) * 1e6:.1f} µs" for k, v in lanes.items())
-        print(f"{n:4d} messages: {figures}")
+        medians = {k: statistics.median(v) * 1e6 for k, v in lanes.items()}
+        result["sizes"][str(n)] = {f"{k} µs": round(v, 2) for k, v in medians.items()}  # type: ignore[index]
+        if not args.json:
+            figures = ", ".join(f"{k} {v:.1f} µs" for k, v in medians.items())
+            print(f"{n:4d} messages: {figures}")
+    if args.json:
+        print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
