@@ -213,9 +213,7 @@ def saved(tmp_path_factory) -> Path:
     return root / "s"
 
 
-@settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@FUZZ
 @given(state=states, raw=st.one_of(st.none(), st.binary(max_size=40)))
 def test_fuzzed_state_files_open_and_work(tmp_path, saved, state, raw):
     folder = tmp_path / "s"
