@@ -21,6 +21,7 @@ from .errors import RequestError
 from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, StateReset
 from .extraction import ExtractionDesk
 from .history import History
+from .notes import MAX_NOTES_CHARS
 from .request import Request
 from .state import Stash
 from .store import JOURNAL_BYTES, check_session_id, encode_record
@@ -28,7 +29,7 @@ from .sync import HostMessages, Synced, plan
 from .tokens import encoding
 
 if TYPE_CHECKING:
-    from ..stores.base import Lease, SessionStorage, Store
+    from ..stores.base import Lease, Notes, SessionStorage, Store
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -70,6 +71,13 @@ class Session:
         if store is None and state_dir is not None:
             store = Path(state_dir)
         self.store: Store | None = open_store(store) if store is not None else None
+        if self.store is None and engine.executor is not None and engine.has_extractor:
+            raise ValueError(
+                f"session {self.id}: an in-memory session (state_dir=None, no store=) cannot"
+                " run its notes jobs on the engine's executor (executor= of"
+                " Engine.from_preset): give the session a store, or build the engine"
+                " without executor="
+            )
         self._store: SessionStorage | None = self.store.session(self.id) if self.store else None
         self.folder = self._store.folder if isinstance(self._store, FolderStorage) else None
         self.lease_seconds, self.wait_seconds = lease_seconds, wait_seconds
@@ -88,6 +96,7 @@ class Session:
         self._closed = False
         self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
+        self._journal_notes: dict[str, Any] | None = None  # the newest journaled notes record
         self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
         self._load()
         engine.bind_states(self)
@@ -321,18 +330,42 @@ class Session:
             self._save_state_if_changed()
 
     @property
+    def storage(self) -> SessionStorage | None:
+        """Where this session is kept (None: in memory)."""
+        return self._store
+
+    @property
+    def position(self) -> int:
+        """The journal position this session has applied up to (it only grows)."""
+        return self._position
+
+    def notes_at(self, label: str, template: str = "", max_chars: int = MAX_NOTES_CHARS) -> Notes:
+        """The notes ``label`` of this session, kept in its store (the file at ``label``
+        for the folder store and for an in-memory session)."""
+        if self._store is not None:
+            return self._store.notes(label, template, max_chars)
+        from ..stores.folder import FileNotes
+
+        return FileNotes(Path(label), template, max_chars=max_chars)
+
+    @property
     def notes(self) -> dict[str, Any] | None:
         """The session notes last written: ``{"path", "upto_uuid"}`` (None before any)."""
         return self._state.get("notes")
 
-    def record_notes(self, path: str, upto_uuid: str, lease: Lease | None = None) -> None:
+    def record_notes(
+        self, path: str, upto_uuid: str, lease: Lease | None = None, journaled: bool = False
+    ) -> None:
         """An extractor wrote the notes at ``path``, covering the history up to
         ``upto_uuid`` (safe from a background thread; journaled, fenced by the extraction
-        ``lease`` when given, so every worker sees it)."""
+        ``lease`` when given, so every worker sees it; ``journaled``: the extractor's job
+        journaled it already; notes it wrote covering entries this session has not seen
+        yet are taken at its next catch-up)."""
         notes = {"path": path, "upto_uuid": upto_uuid}
-        if self._store is not None:
+        if self._store is not None and not journaled:
             self._store.append([{"op": "notes", **notes}], lease)
-        self.update_state(lambda: self._state.__setitem__("notes", notes))
+        if not journaled or upto_uuid in self.history.by_uuid:
+            self.update_state(lambda: self._state.__setitem__("notes", notes))
 
     def runtime_state(self, key: str) -> dict[str, Any]:
         """A dict for one handler slot's live objects in this session (never saved)."""
@@ -486,9 +519,7 @@ class Session:
         if self._store is None:
             encode_record(record)  # the same checks as a stored record
             return
-        before, after = self._store.append(
-            [record], self._lease, None if line is None else [line]
-        )
+        before, after = self._store.append([record], self._lease, None if line is None else [line])
         if before == self._position:
             self._position = after
 
@@ -535,9 +566,7 @@ class Session:
 
     def _save_state(self) -> None:
         assert self._store is not None
-        self._state_version = self._store.save_state(
-            self._state, self._state_version, self._lease
-        )
+        self._state_version = self._store.save_state(self._state, self._state_version, self._lease)
 
     def _save_state_if_changed(self) -> None:
         """Save when something other than the ``seen`` cursor changed (the cursor is saved
@@ -592,6 +621,9 @@ class Session:
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
         )
         notes = state.get("notes")
+        journaled = self._journal_notes
+        if journaled is not None and journaled["upto_uuid"] in self.history.by_uuid:
+            notes = journaled  # the journal is never behind: a record is journaled first
         if notes is not None:
             if _is_notes(notes) and notes["upto_uuid"] in self.history.by_uuid:
                 self._state["notes"] = notes
@@ -658,6 +690,7 @@ class Session:
                 self.history.refresh(entry)
             elif op == "notes":
                 notes = {"path": record["path"], "upto_uuid": record["upto_uuid"]}
+                self._journal_notes = notes
                 if notes["upto_uuid"] in self.history.by_uuid:
                     self._state["notes"] = notes
             elif op == "edit":

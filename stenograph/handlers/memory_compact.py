@@ -5,6 +5,7 @@ compaction). The boundary is stored, so later requests keep the same prefix."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -13,6 +14,7 @@ from pydantic import Field, model_validator
 
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
+from ..engine.errors import StenographError
 from ..engine.events import Event
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
@@ -146,7 +148,7 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
         notes = session.notes
         if not notes:
             return "no notes yet"
-        text = _read(notes["path"])
+        text = _read(lambda: session.notes_at(notes["path"]).read()[0])
         if text is None or not text.strip():
             return f"the notes file {notes['path']} is missing or empty"
         if _template_only(text):
@@ -228,7 +230,7 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
 
     def _resume(self, session: Session) -> None:
         path = Path(self.settings.resume_notes_path or "").expanduser()
-        text = _read(str(path))
+        text = _read(lambda: read_notes(path))
         if not text or _template_only(text) or session.history.preamble:
             log.info("no notes to resume from at %s", path)
             return
@@ -239,11 +241,11 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
         )
 
 
-def _read(path: str) -> str | None:
-    """The notes, or None (missing, a symbolic link, not UTF-8, over the cap: logged)."""
+def _read(read: Callable[[], str]) -> str | None:
+    """The notes, or None (a symbolic link, not UTF-8, over the cap, a store error: logged)."""
     try:
-        return read_notes(Path(path))
-    except OSError as exc:
+        return read()
+    except (OSError, StenographError) as exc:
         log.warning("notes not used: %s", exc)
         return None
 

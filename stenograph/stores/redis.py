@@ -9,8 +9,9 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
-from .base import Lease, StoreError, VersionConflict, lease_lost, parse_state, yields_to
+from .base import Lease, StoreError, VersionConflict, lease_lost, over_cap, parse_state, yields_to
 
 NOW = "local t = redis.call('TIME') local now = tonumber(t[1]) + tonumber(t[2]) / 1e6\n"
 FENCE = (
@@ -95,12 +96,19 @@ redis.call('HSET', KEYS[2], ARGV[3], ARGV[5], ARGV[3] .. ':version', current + 1
 return current + 1
 """
 )
+SET_PENDING = """
+local held = tonumber(redis.call('HGET', KEYS[1], 'pending:position') or '-1')
+if tonumber(ARGV[1]) >= held then
+  redis.call('HSET', KEYS[1], 'pending', ARGV[2], 'pending:position', ARGV[1])
+end
+return 0
+"""
 TAKE_PENDING = (
     FENCE
     + """
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
 local job = redis.call('HGET', KEYS[2], 'pending')
-redis.call('HDEL', KEYS[2], 'pending')
+redis.call('HDEL', KEYS[2], 'pending')  -- its position stays: an older job filed late is dropped
 return job
 """
 )
@@ -138,6 +146,7 @@ class RedisStore:
                 "append": APPEND,
                 "save_state": SAVE_STATE,
                 "notes_cas": NOTES_CAS,
+                "set_pending": SET_PENDING,
                 "take_pending": TAKE_PENDING,
             }.items()
         }
@@ -255,13 +264,19 @@ class RedisStorage:
         """See :class:`~stenograph.stores.base.SessionStorage` (the key stays as it is)."""
         return None
 
-    def notes(self, label: str, template: str) -> RedisNotes:
+    def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> RedisNotes:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        return RedisNotes(self, label, template)
+        return RedisNotes(self, label, template, max_chars)
 
     def set_pending(self, job: dict[str, Any]) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self.client.hset(self._key("state"), "pending", json.dumps(job))
+        args: list[Any] = [int(job.get("position", 0)), json.dumps(job)]
+        self.store.scripts["set_pending"](keys=[self._key("state")], args=args)
+
+    def pending(self) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        job = self.client.hget(self._key("state"), "pending")
+        return json.loads(job) if job else None
 
     def take_pending(self, lease: Lease) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
@@ -276,15 +291,21 @@ class RedisStorage:
 class RedisNotes:
     """Notes in the session's ``notes`` hash, versioned by a counter."""
 
-    def __init__(self, storage: RedisStorage, label: str, template: str) -> None:
+    def __init__(
+        self, storage: RedisStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
+    ) -> None:
         self.storage, self.label, self.template = storage, label, template
+        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
         text, version = self.storage.client.hmget(
             self.storage._key("notes"), self.label, f"{self.label}:version"
         )
-        return (text, int(version)) if text is not None else (self.template, 0)
+        if text is None:
+            return self.template, 0
+        location = self.storage.location
+        return over_cap(location, self.label, text, self.max_chars), int(version)
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""

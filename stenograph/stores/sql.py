@@ -13,8 +13,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
-from .base import Lease, VersionConflict, lease_lost, parse_state, yields_to
+from .base import (
+    Lease,
+    VersionConflict,
+    lease_lost,
+    newer,
+    over_cap,
+    parse_state,
+    taken,
+    untaken,
+    yields_to,
+)
 
 log = logging.getLogger("stenograph.stores.sql")
 T = TypeVar("T")
@@ -349,31 +360,44 @@ class SqlStorage:
 
     # notes and extraction jobs ---------------------------------------------------------
 
-    def notes(self, label: str, template: str) -> SqlNotes:
+    def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> SqlNotes:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        return SqlNotes(self, label, template)
+        return SqlNotes(self, label, template, max_chars)
 
     def set_pending(self, job: dict[str, Any]) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self._run(
-            lambda cur: self._exec(
-                cur,
-                "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
-                " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
-                json.dumps(job),
-            )
-        )
+
+        def step(cur: Any) -> None:
+            if newer(job, self._pending(cur)):
+                self._exec(
+                    cur,
+                    "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
+                    json.dumps(job),
+                )
+
+        self._run(step)
+
+    def pending(self) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        return untaken(self.store.run(None, self._pending))
+
+    def _pending(self, cur: Any) -> dict[str, Any] | None:
+        row = self._one(cur, "SELECT pending FROM sg_sessions WHERE id = ?")
+        job: dict[str, Any] | None = json.loads(row[0]) if row and row[0] else None
+        return job
 
     def take_pending(self, lease: Lease) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
 
         def step(cur: Any) -> dict[str, Any] | None:
             self.check(cur, lease)
-            row = self._one(cur, "SELECT pending FROM sg_sessions WHERE id = ?")
-            if row is None or row[0] is None:
-                return None
-            self._exec(cur, "UPDATE sg_sessions SET pending = NULL WHERE id = ?")
-            job: dict[str, Any] = json.loads(row[0])
+            job = untaken(self._pending(cur))
+            if job is not None:
+                mark = json.dumps(taken(job))
+                self.store.execute(
+                    cur, "UPDATE sg_sessions SET pending = ? WHERE id = ?", mark, self.session_id
+                )
             return job
 
         return self._run(step)
@@ -385,8 +409,11 @@ class SqlStorage:
 class SqlNotes:
     """Notes in ``sg_notes``, versioned by a counter."""
 
-    def __init__(self, storage: SqlStorage, label: str, template: str) -> None:
+    def __init__(
+        self, storage: SqlStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
+    ) -> None:
         self.storage, self.label, self.template = storage, label, template
+        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
@@ -398,7 +425,9 @@ class SqlNotes:
                 self.label,
             ),
         )
-        return (row[0], int(row[1])) if row else (self.template, 0)
+        if row is None:
+            return self.template, 0
+        return over_cap(self.storage.location, self.label, row[0], self.max_chars), int(row[1])
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
