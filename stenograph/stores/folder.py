@@ -188,9 +188,10 @@ class FolderStorage(SessionStore):
     # notes and extraction jobs ---------------------------------------------------------
 
     def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> FileNotes:
-        """The notes file ``label`` (relative to the session folder)."""
+        """The notes file ``label``: a bare file name is in the session folder, any other
+        label is the file's path."""
         path = Path(label)
-        path = path if path.is_absolute() else self.folder / path
+        path = self.folder / path if len(path.parts) == 1 else path
         return FileNotes(path, template, self, max_chars)
 
     def set_pending(self, job: dict[str, Any]) -> None:
