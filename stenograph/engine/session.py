@@ -635,14 +635,14 @@ class Session:
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
         )
         notes = state.get("notes")
-        journaled = self._journal_notes
-        if journaled is not None and journaled["upto_uuid"] in self.history.by_uuid:
-            notes = journaled  # the journal is never behind: a record is journaled first
         if notes is not None:
             if _is_notes(notes) and notes["upto_uuid"] in self.history.by_uuid:
                 self._state["notes"] = notes
             else:
                 self._reset("notes", "the notes record is malformed or covers entries not kept")
+        journaled = self._journal_notes
+        if journaled is not None and journaled["upto_uuid"] in self.history.by_uuid:
+            self._state["notes"] = journaled  # never behind the state: journaled first
         window = state.get("window")
         if window is not None:
             self._load_window(window)
