@@ -89,7 +89,6 @@ class Session:
         self._closed = False
         self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
-        self.hook = SessionHooks(engine, self)  # session.hook.<name>(...): call a hook
         self._heard: NotesRecord | None = None  # the newest notes record the journal holds
         self._load()
         engine.bind_states(self)
@@ -303,6 +302,12 @@ class Session:
         self.close()
 
     # for handlers ----------------------------------------------------------------------
+
+    @property
+    def hook(self) -> SessionHooks:
+        """``session.hook.<name>(**arguments)`` calls a hook on every slot, in preset order
+        (made on each use: the session holds no reference to it)."""
+        return SessionHooks(self.engine, self)
 
     @property
     def previous_response(self) -> Entry | None:
