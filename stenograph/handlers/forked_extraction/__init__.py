@@ -197,7 +197,8 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
                 request, context = taken
                 try:
                     if request.upto_uuid in session.history.by_uuid:
-                        self._extract(session, request, context)
+                        with session.traced("extraction", request):
+                            self._extract(session, request, context)
                     else:  # the history was cut back meanwhile
                         request.status = "dropped"
                 finally:
