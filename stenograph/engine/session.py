@@ -20,8 +20,9 @@ from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, EntryError, entry_from_record, make_entry, response_entry
 from .errors import RequestError
 from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, StateReset
-from .extraction import ExtractionDesk
+from .extraction import NotesRecord
 from .history import History
+from .hooks import SessionHooks
 from .notes import MAX_NOTES_CHARS
 from .request import Request
 from .state import Stash
@@ -73,7 +74,9 @@ class Session:
         if store is None and state_dir is not None:
             store = Path(state_dir)
         self.store: Store | None = open_store(store) if store is not None else None
-        if self.store is None and engine.executor is not None and engine.has_extractor:
+        if self.store is None and engine.executor is not None and engine.implements(
+            "extraction_requested"
+        ):
             raise ValueError(
                 f"session {self.id}: an in-memory session (state_dir=None, no store=) cannot"
                 " run its notes jobs on the engine's executor (executor= of"
@@ -98,10 +101,10 @@ class Session:
         self._closed = False
         self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
-        self._journal_notes: dict[str, Any] | None = None  # the newest journaled notes record
-        self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
+        self._heard: NotesRecord | None = None  # the newest notes record the journal holds
         self._load()
         engine.bind_states(self)
+        self._announce_heard()
         self.run_in_background(COUNTS, encoding)  # the tokenizer loads off the call path
         self.engine.dispatch("session_opened", self)
 
@@ -314,6 +317,12 @@ class Session:
     # for handlers ----------------------------------------------------------------------
 
     @property
+    def hook(self) -> SessionHooks:
+        """``session.hook.<name>(**arguments)`` calls a hook on every slot, in preset order
+        (made on each use: the session holds no reference to it)."""
+        return SessionHooks(self.engine, self)
+
+    @property
     def previous_response(self) -> Entry | None:
         """The newest assistant entry."""
         return self._last_response
@@ -351,24 +360,16 @@ class Session:
 
         return FileNotes(Path(label), template, max_chars=max_chars)
 
-    @property
-    def notes(self) -> dict[str, Any] | None:
-        """The session notes last written: ``{"path", "upto_uuid"}`` (None before any)."""
-        return self._state.get("notes")
-
-    def record_notes(
-        self, path: str, upto_uuid: str, lease: Lease | None = None, journaled: bool = False
+    def announce_notes(
+        self, notes: NotesRecord, lease: Lease | None = None, journaled: bool = False
     ) -> None:
-        """An extractor wrote the notes at ``path``, covering the history up to
-        ``upto_uuid`` (safe from a background thread; journaled, fenced by the extraction
-        ``lease`` when given, so every worker sees it; ``journaled``: the extractor's job
-        journaled it already; notes it wrote covering entries this session has not seen
-        yet are taken at its next catch-up)."""
-        notes = {"path": path, "upto_uuid": upto_uuid}
+        """An extractor wrote ``notes``: journal the record (fenced by the extraction
+        ``lease`` when given; ``journaled``: the extractor's job did), so that every
+        worker and a reopened session learn of it too, then call ``notes_written`` on
+        every slot. Safe from a background thread."""
         if self._store is not None and not journaled:
-            self._store.append([{"op": "notes", **notes}], lease)
-        if not journaled or upto_uuid in self.history.by_uuid:
-            self.update_state(lambda: self._state.__setitem__("notes", notes))
+            self._store.append([_notes_op(notes)], lease)
+        self.hook.notes_written(notes=notes)
 
     def runtime_state(self, key: str) -> dict[str, Any]:
         """A dict for one handler slot's live objects in this session (never saved)."""
@@ -497,18 +498,11 @@ class Session:
         return [e for e, _ in changes]
 
     def _rebuild(self, entries: list[Entry]) -> None:
-        """The history rebuilt from ``entries``; what names entries that are gone is
-        dropped (the request window, the notes record, a pending extraction)."""
+        """The history rebuilt from ``entries``; a request window naming entries that are
+        gone is dropped (handlers check what their own state names)."""
         self.history.rebuild(entries)
         self._last_response = next((e for e in reversed(entries) if e.role == "assistant"), None)
         self._state["seen"] = min(self._state.get("seen", 0), len(entries))
-        with self._state_lock:
-            notes = self._state.get("notes")
-            if notes and notes.get("upto_uuid") not in self.history.by_uuid:
-                del self._state["notes"]
-        pending = self.extractions.pending
-        if pending is not None and pending.upto_uuid not in self.history.by_uuid:
-            self.extractions.pending = None
         window = self._state.get("window")
         if window is not None:
             self._load_window(window, quiet=True)
@@ -533,7 +527,9 @@ class Session:
         if self._store is None:
             encode_record(record)  # the same checks as a stored record
             return
-        before, after = self._store.append([record], self._lease, None if line is None else [line])
+        before, after = self._store.append(
+            [record], self._lease, None if line is None else [line]
+        )
         if before == self._position:
             self._position = after
 
@@ -563,6 +559,14 @@ class Session:
                 self._load_state(state)
                 self._saved_state = copy.deepcopy(self._state)
             self._state_version = version
+        self._announce_heard()
+
+    def _announce_heard(self) -> None:
+        """Announce the newest notes record read from the journal, when it covers an entry
+        still in the history."""
+        heard, self._heard = self._heard, None
+        if heard is not None and heard.upto_uuid in self.history.by_uuid:
+            self.hook.notes_written(notes=heard)
 
     def _save_on_close(self) -> None:
         from ..stores.base import SessionBusy
@@ -580,7 +584,9 @@ class Session:
 
     def _save_state(self) -> None:
         assert self._store is not None
-        self._state_version = self._store.save_state(self._state, self._state_version, self._lease)
+        self._state_version = self._store.save_state(
+            self._state, self._state_version, self._lease
+        )
 
     def _save_state_if_changed(self) -> None:
         """Save when something other than the ``seen`` cursor changed (the cursor is saved
@@ -634,15 +640,12 @@ class Session:
         self._state["seen"] = (
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
         )
-        notes = state.get("notes")
+        notes = state.get("notes")  # where versions before the notes hooks kept it too
         if notes is not None:
             if _is_notes(notes) and notes["upto_uuid"] in self.history.by_uuid:
-                self._state["notes"] = notes
+                self._heard = self._heard or NotesRecord(notes["path"], notes["upto_uuid"])
             else:
                 self._reset("notes", "the notes record is malformed or covers entries not kept")
-        journaled = self._journal_notes
-        if journaled is not None and journaled["upto_uuid"] in self.history.by_uuid:
-            self._state["notes"] = journaled  # never behind the state: journaled first
         window = state.get("window")
         if window is not None:
             self._load_window(window)
@@ -703,10 +706,9 @@ class Session:
                 entry.sent_content = record["content"]
                 self.history.refresh(entry)
             elif op == "notes":
-                notes = {"path": record["path"], "upto_uuid": record["upto_uuid"]}
-                self._journal_notes = notes
-                if notes["upto_uuid"] in self.history.by_uuid:
-                    self._state["notes"] = notes
+                self._heard = NotesRecord(
+                    str(record["path"]), str(record["upto_uuid"]), record.get("version")
+                )
             elif op == "edit":
                 entry = self.history.by_uuid[record["uuid"]]
                 _take_content(
@@ -738,6 +740,12 @@ def _is_notes(value: Any) -> bool:
         and isinstance(value.get("path"), str)
         and isinstance(value.get("upto_uuid"), str)
     )
+
+
+def _notes_op(notes: NotesRecord) -> dict[str, Any]:
+    """The journal record of ``notes`` (the format every version reads)."""
+    record = {"op": "notes", "path": notes.label, "upto_uuid": notes.upto_uuid}
+    return record if notes.version is None else {**record, "version": notes.version}
 
 
 def _without_seen(state: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,12 @@
 """forked-extraction: an isolated background copy of the agent writes the session notes.
 
-It takes the extraction requests that update-threshold files, and runs — in the
+It takes the extraction requests that update-threshold files (the ``extraction_requested``
+hook), and runs — in the
 background, on a snapshot — either a fork of the agent through the Anthropic API (same
 model, system, tools and messages as the main thread, so its prompt cache is reused; only
-edits of the notes file pass the tool gate) or the deterministic offline writer.
+edits of the notes file pass the tool gate) or the deterministic offline writer. It
+announces the notes written (``notes_written``) and answers ``extraction_idle`` and
+``notes_current`` for the handlers using them.
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...engine.context import PostSamplingCall
+from ...engine.errors import StenographError
 from ...engine.events import Event
-from ...engine.extraction import ExtractionRequest
+from ...engine.extraction import ExtractionRequest, NotesRecord
 from ...engine.files import read_small_text
 from ...engine.handler import Handler
 from ...engine.hookspecs import hookimpl
-from ...engine.notes import MAX_NOTES_CHARS
+from ...engine.notes import MAX_NOTES_CHARS, NotesUnreadable
 from ...engine.session import Session
 from ...engine.settings import HandlerSettings
 from ...engine.state import StateKey
+from .desk import ExtractionDesk
 from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, ToolCallRefused
 from .fork import ForkContext
 from .job import Job, Outcome, job_settings, run_job
@@ -110,6 +114,7 @@ class Writer:
     """The notes writer's live objects in one session (never persisted)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
+    desk: ExtractionDesk = field(default_factory=ExtractionDesk)
     busy: bool = False
     backend: tuple[str, Any] | None = None
     folder: Path | None = None
@@ -122,7 +127,6 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
     name = "forked-extraction"
     phase = "post-sampling"
     summary = "An isolated background fork of the agent writes the session-memory file."
-    takes_extraction_requests = True
     Settings = ForkedExtractionSettings
 
     def __init__(self, settings: ForkedExtractionSettings, slot: int = 0) -> None:
@@ -136,20 +140,33 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         return session.stash.setdefault(self.writer_key, Writer())
 
     @hookimpl
-    def post_sampling(self, session: Session, call: PostSamplingCall) -> None:
-        """Snapshot the pending request's context; start the worker unless one runs."""
-        request = session.extractions.pending
-        if request is None:
-            return
+    def extraction_requested(self, session: Session, request: ExtractionRequest) -> bool:
+        """Take the request with a snapshot of the last request; start the worker unless
+        one runs (a request waiting for it is coalesced into this one)."""
         writer = self.writer(session)
         with writer.lock:
-            if request.context is None:
-                request.context = self._context(session, call)
-                writer.positions[request.upto_uuid] = session.position
+            writer.desk.file(request, self._context(session))
+            writer.positions[request.upto_uuid] = session.position
             if writer.busy:
-                return
+                return True
             writer.busy = True
         session.run_in_background("notes", lambda: self._work(session, writer))
+        return True
+
+    @hookimpl
+    def extraction_idle(self, session: Session, timeout: float, stale_after: float) -> bool:
+        """Wait (bounded) until this slot has no extraction pending or running."""
+        return self.writer(session).desk.wait_idle(timeout, stale_after)
+
+    @hookimpl
+    def notes_current(self, session: Session) -> str:
+        """The notes file's text ('' when missing or unusable: logged)."""
+        try:
+            label = self._label(session)[0]
+            return session.notes_at(label, max_chars=self.settings.max_notes_chars).read()[0]
+        except (NotesUnreadable, StenographError) as exc:
+            log.warning("session %s: notes not used: %s", session.id, exc)
+            return ""
 
     @hookimpl
     def session_opened(self, session: Session) -> None:
@@ -178,23 +195,28 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         try:
             while True:
                 with writer.lock:
-                    request = session.extractions.take()
-                    if request is None:
+                    taken = writer.desk.take()
+                    if taken is None:
                         writer.busy = False
                         return
+                request, context = taken
                 try:
-                    with session.traced("extraction", request):
-                        self._extract(session, request)
+                    if request.upto_uuid in session.history.by_uuid:
+                        with session.traced("extraction", request):
+                            self._extract(session, request, context)
+                    else:  # the history was cut back meanwhile
+                        request.status = "dropped"
                 finally:
                     if request.status == "running":  # _extract raised before reporting
-                        session.extractions.finish(request, ok=False, error="interrupted")
+                        request.settle(session, ok=False, error="interrupted")
+                    writer.desk.done(request)
         except BaseException:
             with writer.lock:
                 writer.busy = False
             raise
 
-    def _extract(self, session: Session, request: ExtractionRequest) -> None:
-        job = self._job(session, request)
+    def _extract(self, session: Session, request: ExtractionRequest, context: ForkContext) -> None:
+        job = self._job(session, request, context)
         self._emit(
             session, ExtractionStarted, backend=job.backend, path=job.label, upto_uuid=job.upto_uuid
         )
@@ -206,12 +228,12 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             self._apply(session, outcome)
         mine = [o for o in outcomes if o.position >= job.position]
         if any(o.ok for o in mine):
-            session.extractions.finish(request, ok=True)
+            request.settle(session, ok=True)
         elif mine:
-            session.extractions.finish(request, ok=False, error=mine[-1].error)
+            request.settle(session, ok=False, error=mine[-1].error)
         else:  # another worker holds the extraction lease: it runs the job filed for it
             log.info("session %s: notes job handed to the extraction lease holder", session.id)
-            session.extractions.finish(request, ok=False, error="handed to the lease holder")
+            request.settle(session, ok=False, error="handed to the lease holder")
 
     def _run(self, session: Session, job: Job) -> list[Outcome]:
         """The job on the engine's executor, or on this background thread by default."""
@@ -222,7 +244,9 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         return result
 
     def _apply(self, session: Session, outcome: Outcome) -> None:
-        """What a job did, in this session: events, the notes record."""
+        """What a job did, in this session: events, the notes announced (a job with a
+        store journaled them; notes covering entries this session has not seen yet are
+        announced when it catches up)."""
         self._report_refusals(session, outcome.refused)
         path, backend = outcome.label, outcome.backend
         if not outcome.ok:
@@ -240,9 +264,11 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             **outcome.usage,
         )
         log.info("session %s: notes written to %s (%s)", session.id, path, backend)
-        session.record_notes(path, outcome.upto_uuid, journaled=session.storage is not None)
+        if outcome.upto_uuid in session.history.by_uuid:
+            record = NotesRecord(path, outcome.upto_uuid)
+            session.announce_notes(record, journaled=session.storage is not None)
 
-    def _job(self, session: Session, request: ExtractionRequest) -> Job:
+    def _job(self, session: Session, request: ExtractionRequest, context: ForkContext) -> Job:
         backend = self._backend(session)[0]
         label, shown = self._label(session)
         entries = session.history.entries[: request.upto_index + 1]
@@ -259,7 +285,7 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             prompt=self.prompt,
             settings=job_settings(self.settings),
             lease_seconds=session.lease_seconds,
-            context=request.context if backend != "offline" else None,
+            context=context if backend != "offline" else None,
             entries=[e.to_record() for e in entries] if backend == "offline" else None,
         )
 
@@ -329,8 +355,8 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             log.warning("session %s: fork tool call refused: %s", session.id, detail)
             self._emit(session, ToolCallRefused, tool=tool, detail=detail)
 
-    def _context(self, session: Session, call: PostSamplingCall) -> ForkContext:
-        last = call.request or {}
+    def _context(self, session: Session) -> ForkContext:
+        last = session.last_request or {}
         return ForkContext(
             model=self.settings.model or str(last.get("model") or "claude-sonnet-4-6"),
             system=last.get("system"),
