@@ -50,11 +50,10 @@ class ModelSettings:
         )
 
 
-def custom_headers(
-    client: anthropic.Anthropic | anthropic.AsyncAnthropic,
-) -> tuple[tuple[str, str], ...]:
-    """The headers the host gave ``client`` (``default_headers=``), through the SDK's public
-    API: its ``default_headers`` less those of a copy without custom headers."""
+def custom_headers(client: Any) -> tuple[tuple[str, str], ...]:
+    """The headers the host gave ``client``, an SDK client of any kind (``default_headers=``),
+    through the SDK's public API: its ``default_headers`` less those of a copy without
+    custom headers."""
     plain = client.with_options(set_default_headers={}).default_headers
     return tuple(
         sorted(
