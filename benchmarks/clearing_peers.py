@@ -197,9 +197,8 @@ def harness_python(given: str | None) -> tuple[str | None, str]:
     if done.returncode == 0:
         return python, f"pydantic-ai-slim {done.stdout.strip()} ({python})"
     return None, (
-        f"pydantic-ai-harness is not importable by {python}; make an interpreter that has it"
-        " (python -m venv .venv-harness && .venv-harness/bin/pip install pydantic-ai-harness)"
-        " and pass --harness-python .venv-harness/bin/python"
+        f"pydantic-ai-harness is not importable by {python}; `make .venv-harness/bin/python`"
+        " makes a venv that has it: pass --harness-python .venv-harness/bin/python"
     )
 
 

@@ -7,11 +7,12 @@ same synthetic history and then the same turns:
 
 * ``floor``: a wrapper keeping its own list that only copies the new input and the reply into
   it and hands out a copy of the list (the least any wrapper keeping a history does);
-* ``default (memory)``: ``session.append`` + ``session.pre_call`` + ``session.post_sampling``
+* ``default``: ``session.append`` + ``session.pre_call`` + ``session.post_sampling``
   on the ``default`` preset (forked-extraction offline, its background notes writer awaited
   between calls, untimed), ``state_dir=None``;
-* ``inactivity-only (memory)``: the same on the ``inactivity-only`` preset;
-* ``default (disk)``: the ``default`` lane with a ``state_dir`` (every append journaled).
+* ``inactivity-only``: the same on the ``inactivity-only`` preset.
+
+What a session store adds per call is ``store_overhead.py``'s.
 
 Run ``python benchmarks/engine_overhead.py`` (``--quick`` for a smoke run, ``--json`` for
 machine-readable results). See ``benchmarks/README.md``.
@@ -32,21 +33,16 @@ from benchlib.stats import fmt_us, ratio, verdict
 
 SIZES, QUICK_SIZES = (100, 1_000, 3_000, 10_000), (100, 1_000)
 CALLS, QUICK_CALLS = 300, 20
-FLOOR_TARGETS = {100: 3.0, 1_000: 3.0, 3_000: 2.0, 10_000: 2.0}  # default (memory) / floor
+FLOOR_TARGETS = {100: 3.0, 1_000: 3.0, 3_000: 2.0, 10_000: 2.0}  # default / floor
 SIZE_TARGET = 3.0  # cost(10,000) / cost(100)
-OURS = ("default (memory)", "inactivity-only (memory)", "default (disk)")
+OURS = ("default", "inactivity-only")  # presets, in memory
 
 
 def lanes_at(size: int, scratch: Path) -> list[Lane]:
     """The floor and our lanes at one size, on one shared history."""
     histories = HistoryCache()
-    out: list[Lane] = [FloorLane("floor", size, histories)]
-    for name in OURS:
-        preset, where = name.rstrip(")").split(" (")
-        state = scratch / "state" if where == "disk" else None
-        engine = make_engine(preset, scratch)
-        out.append(SessionLane(name, size, histories, engine=engine, state_dir=state))
-    return out
+    ours = [SessionLane(p, size, histories, engine=make_engine(p, scratch)) for p in OURS]
+    return [FloorLane("floor", size, histories), *ours]
 
 
 def run_size(size: int, calls: int, scratch: Path, log: Log) -> dict[str, Any]:
@@ -77,7 +73,7 @@ def run_all(quick: bool, log: Log) -> dict[str, Any]:
             )
     sizes = results["sizes"]
     if "100" in sizes and "10000" in sizes:
-        big, small = (sizes[s]["samples"]["default (memory)"] for s in ("10000", "100"))
+        big, small = (sizes[s]["samples"]["default"] for s in ("10000", "100"))
         results["size_ratio"] = ratio(big, small)
     results["targets"] = targets(results)
     results["wall_seconds"] = round(log.elapsed(), 1)
@@ -87,7 +83,7 @@ def run_all(quick: bool, log: Log) -> dict[str, Any]:
 def targets(results: dict[str, Any]) -> dict[str, bool]:
     """Whether each target holds (by median)."""
     out = {
-        f"default_memory_over_floor_{size}": r["over_floor"]["default (memory)"]["median"]
+        f"default_over_floor_{size}": r["over_floor"]["default"]["median"]
         <= FLOOR_TARGETS[int(size)]
         for size, r in results["sizes"].items()
     }
@@ -107,12 +103,12 @@ def print_report(results: dict[str, Any]) -> None:
             share = f"  {over['median']:5.2f}x the floor" if over else ""
             print(f"   {name:<26} {fmt_us(s.median):>9} / {fmt_us(s.p90):>9}{share}  ({s.note})")
         limit = FLOOR_TARGETS[int(size)]
-        got = r["over_floor"]["default (memory)"]["median"]
-        print(f"   target default (memory) <= {limit}x the floor: {verdict(got <= limit)}")
+        got = r["over_floor"]["default"]["median"]
+        print(f"   target default <= {limit}x the floor: {verdict(got <= limit)}")
     if "size_ratio" in results:
         got = results["size_ratio"]["median"]
         print(
-            f" cost(10,000) / cost(100), default (memory): {got:.2f}x "
+            f" cost(10,000) / cost(100), default: {got:.2f}x "
             f"(target <= {SIZE_TARGET}x: {verdict(got <= SIZE_TARGET)})"
         )
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import anthropic
 from benchlib.engines import engine_of
-from benchlib.history import MODEL, SYSTEM_PROMPT, TOOLS, HistoryCache, stream_seed
+from benchlib.history import MODEL, SYSTEM_PROMPT, TOOLS, HistoryCache
 from benchlib.lanes import SessionLane, interleave
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
 from benchlib.stats import fmt_us, ratio, verdict
@@ -167,18 +167,18 @@ class ForkLane(SessionLane):
         if not any(e.kind == "ExtractionFinished" for e in session.events):
             raise RuntimeError(f"{session.id}: the fork failed: {session.events[-1]}")
 
+    def settle(self) -> None:
+        """Nothing is awaited: a held fork keeps running, a free one has finished."""
+
     def prepare(
         self, stream: int, index: int, natural_usage: bool = False
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The next turn, its tool results appended (untimed). ``free`` and ``held`` answer
         with a small usage (negative decision); ``held, filing`` (and the trigger call) keep
-        the generator's growing usage (positive). A held fork is not awaited."""
-        self.synth.reseed(stream_seed(stream, index))
-        user, assistant = self.synth.turn(tools_only=True)
+        the generator's growing usage (positive)."""
+        user, assistant = super().prepare(stream, index)
         if not natural_usage and self.name != "held, filing":
             assistant["usage"] = dict(SMALL_USAGE)
-        self.clock.advance(self.synth.rng.uniform(2.0, 45.0))
-        assistant["timestamp"] = self.clock.now + self.synth.rng.uniform(1.0, 30.0)
         self.session.append(user)
         return user, assistant
 

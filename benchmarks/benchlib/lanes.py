@@ -141,8 +141,12 @@ class SessionLane(Lane):
         user, assistant = super().prepare(stream, index)
         self.clock.advance(self.synth.rng.uniform(2.0, 45.0))
         assistant["timestamp"] = self.clock.now + self.synth.rng.uniform(1.0, 30.0)
-        self.session.wait_for_background()
+        self.settle()
         return user, assistant
+
+    def settle(self) -> None:
+        """Let background work finish before the call (untimed)."""
+        self.session.wait_for_background()
 
     def run(self, turn: tuple[dict[str, Any], dict[str, Any]]) -> int:
         """append + pre_call + post_sampling, timed."""
