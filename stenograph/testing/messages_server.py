@@ -434,9 +434,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
 
     def setup(self) -> None:
-        """TCP_NODELAY as the owner says (headers and body go out in two writes)."""
-        self.disable_nagle_algorithm = self.server.owner.nodelay
+        """TCP_NODELAY when the owner says so (headers and body go out in two writes)."""
         super().setup()
+        if self.server.owner.nodelay:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
 
     def do_POST(self) -> None:
         """Answer a POST."""
