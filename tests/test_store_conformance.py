@@ -28,6 +28,7 @@ from stenograph.stores import (
     acquire_wait,
     open_store,
 )
+from stenograph.stores.base import CallEnd
 from stenograph.testing.messages_server import MessagesServer, Reply
 
 FORK = multiprocessing.get_context("fork")
@@ -135,6 +136,24 @@ def test_state_and_notes_change_by_compare_and_swap(store_url):
     with pytest.raises(NotesConflict):
         notes_b.compare_and_swap(v, "# Notes\n- b\n")
     assert notes_b.read()[0] == "# Notes\n- a\n"
+
+
+def test_a_call_ends_in_one_step_that_writes_all_or_nothing(store_url):
+    storage = open_store(store_url).session("s")
+    lease = storage.acquire(CALL, "host-a:1:x", 5.0)
+    records = [entry("a"), entry("b")]
+    before, after, version = storage.commit(CallEnd(records, [], {"handlers": {"x": {}}}, 0, lease))
+    assert version == 1 and storage.load_state()[0]["handlers"] == {"x": {}}
+    assert [r["entry"]["uuid"] for r in storage.read(0)[0]] == ["a", "b"]
+    assert (before, after) == (0, storage.position())
+    assert storage.acquire(CALL, "host-b:2:y", 5.0) is not None  # the lease was given up
+    with pytest.raises(LeaseLost):  # fenced: nothing of the step is written
+        storage.commit(CallEnd([entry("c")], [], {"handlers": {}}, 1, lease))
+    newer = storage.acquire(CALL, "host-b:2:y", 5.0)
+    with pytest.raises(VersionConflict):  # a stale state version: no record either
+        storage.commit(CallEnd([entry("d")], [], {"handlers": {}}, 0, newer))
+    assert [r["entry"]["uuid"] for r in storage.read(0)[0]] == ["a", "b"]
+    assert storage.commit(CallEnd([], [], None, 1, newer))[2] == 1  # only the release
 
 
 def test_notes_written_by_one_process_are_read_by_another_and_fenced(store_url):

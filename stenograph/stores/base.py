@@ -89,6 +89,19 @@ def _dead_here(holder: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class CallEnd:
+    """What a call writes in its last step: the records to append (``lines``: encoded, or
+    empty), the state (None: unchanged) expected at version ``expected``, the lease it
+    gives up."""
+
+    records: list[dict[str, Any]]
+    lines: list[bytes]
+    state: dict[str, Any] | None
+    expected: int
+    lease: Lease | None
+
+
 @runtime_checkable
 class Notes(Protocol):
     """One notes text, replaced only by compare-and-swap."""
@@ -141,6 +154,12 @@ class SessionStorage(Protocol):
     def save_state(self, state: dict[str, Any], expected: int, lease: Lease | None) -> int:
         """Replace the state if it is at version ``expected`` (``VersionConflict`` if
         not; ``LeaseLost`` unless ``lease`` is current); the new version."""
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """One atomic step at the end of a call: append ``end.records`` (as
+        :meth:`append`), replace the state when ``end.state`` is given (as
+        :meth:`save_state`), give ``end.lease`` up. Returns the positions (before, after)
+        and the state's version."""
 
     def keep_aside(self, reason: str) -> str | None:
         """Keep a copy of unusable state for the user; where it is."""

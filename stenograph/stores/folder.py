@@ -19,7 +19,7 @@ from filelock import FileLock
 from ..engine.files import atomic_write, private_dir
 from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import SessionStore, check_session_id, encode_record, log
-from .base import Lease, VersionConflict, lease_lost, newer, taken, untaken, yields_to
+from .base import CallEnd, Lease, VersionConflict, lease_lost, newer, taken, untaken, yields_to
 
 STATE_VERSION_KEY = "stateVersion"
 
@@ -172,13 +172,32 @@ class FolderStorage(SessionStore):
         """See :class:`~stenograph.stores.base.SessionStorage`."""
         with self._locked():
             self._check(lease)
-            current = _version(self.read_state()[0])
-            if current != expected:
-                raise VersionConflict(
-                    f"{self.state_path}: the state is at version {current}, not {expected}"
-                )
+            self._expect(expected)
             super().save_state({**state, STATE_VERSION_KEY: expected + 1})
             return expected + 1
+
+    def _expect(self, expected: int) -> None:
+        current = _version(self.read_state()[0])
+        if current != expected:
+            raise VersionConflict(
+                f"{self.state_path}: the state is at version {current}, not {expected}"
+            )
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage` (under the session lock)."""
+        with self._locked():
+            self._check(end.lease)
+            if end.state is not None:
+                self._expect(end.expected)  # checked first: nothing is written on a conflict
+            span = (self.position(),) * 2
+            if end.records:
+                span = self.append(end.records, end.lease, end.lines or None)
+            version = end.expected
+            if end.state is not None:
+                version = self.save_state(end.state, end.expected, end.lease)
+            if end.lease is not None:
+                self.release(end.lease)
+            return span[0], span[1], version
 
     def keep_aside(self, reason: str) -> str | None:  # type: ignore[override]
         """See :class:`~stenograph.stores.base.SessionStorage`."""

@@ -11,7 +11,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
-from .base import Lease, StoreError, VersionConflict, lease_lost, over_cap, parse_state, yields_to
+from .base import (
+    CallEnd,
+    Lease,
+    StoreError,
+    VersionConflict,
+    lease_lost,
+    over_cap,
+    parse_state,
+    yields_to,
+)
 
 NOW = "local t = redis.call('TIME') local now = tonumber(t[1]) + tonumber(t[2]) / 1e6\n"
 FENCE = (
@@ -48,31 +57,57 @@ if h[1] == ARGV[1] and tonumber(h[2]) == tonumber(ARGV[2]) then
 end
 return 0
 """
-APPEND = (
-    FENCE
-    + """
-local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
-local before = redis.call('LLEN', KEYS[2])
-for i = 3, #ARGV, 3 do
-  local uuid = ARGV[i]
-  if ARGV[i + 2] ~= '' then  -- a truncate frees the uuids of the entries it removes
-    local start = 0
-    if ARGV[i + 2] ~= '*' then
-      start = tonumber(redis.call('HGET', KEYS[3], ARGV[i + 2]) or '-1')
-    end
-    if start >= 0 then
-      local all = redis.call('HGETALL', KEYS[3])
-      for j = 1, #all, 2 do
-        if tonumber(all[j + 1]) > start then redis.call('HDEL', KEYS[3], all[j]) end
+APPEND_RECORDS = """
+local function append(first)  -- ARGV from ``first`` on: (uuid, line, truncated-after) triples
+  local before = redis.call('LLEN', KEYS[2])
+  for i = first, #ARGV, 3 do
+    local uuid = ARGV[i]
+    if ARGV[i + 2] ~= '' then  -- a truncate frees the uuids of the entries it removes
+      local start = 0
+      if ARGV[i + 2] ~= '*' then
+        start = tonumber(redis.call('HGET', KEYS[3], ARGV[i + 2]) or '-1')
+      end
+      if start >= 0 then
+        local all = redis.call('HGETALL', KEYS[3])
+        for j = 1, #all, 2 do
+          if tonumber(all[j + 1]) > start then redis.call('HDEL', KEYS[3], all[j]) end
+        end
       end
     end
+    if uuid == '' or redis.call('HEXISTS', KEYS[3], uuid) == 0 then
+      local n = redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+      if uuid ~= '' then redis.call('HSET', KEYS[3], uuid, n) end
+    end
   end
-  if uuid == '' or redis.call('HEXISTS', KEYS[3], uuid) == 0 then
-    local n = redis.call('RPUSH', KEYS[2], ARGV[i + 1])
-    if uuid ~= '' then redis.call('HSET', KEYS[3], uuid, n) end
-  end
+  return {before, redis.call('LLEN', KEYS[2])}
 end
-return {before, redis.call('LLEN', KEYS[2])}
+"""
+APPEND = (
+    FENCE
+    + APPEND_RECORDS
+    + """
+local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+return append(3)
+"""
+)
+COMMIT = (  # KEYS: lease, log, uuids, state; ARGV: owner, epoch, expected, state|'', records
+    FENCE
+    + APPEND_RECORDS
+    + """
+local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+local version = tonumber(ARGV[3])
+if ARGV[4] ~= '' then  -- checked before anything is written: a script is not rolled back
+  local current = tonumber(redis.call('HGET', KEYS[4], 'version') or '0')
+  if current ~= version then return redis.error_reply('VERSION ' .. current) end
+end
+local span = append(5)
+if ARGV[4] ~= '' then
+  version = version + 1
+  redis.call('HSET', KEYS[4], 'state', ARGV[4], 'version', version,
+             'journal', redis.call('LLEN', KEYS[2]))
+end
+if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'owner', '', 'expires', '0') end
+return {span[1], span[2], version}
 """
 )
 SAVE_STATE = (
@@ -144,6 +179,7 @@ class RedisStore:
                 "acquire": ACQUIRE,
                 "release": RELEASE,
                 "append": APPEND,
+                "commit": COMMIT,
                 "save_state": SAVE_STATE,
                 "notes_cas": NOTES_CAS,
                 "set_pending": SET_PENDING,
@@ -224,15 +260,22 @@ class RedisStorage:
         lines: list[bytes] | None = None,
     ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        args: list[Any] = []
-        for record, line in zip(records, lines or [encode_record(r) for r in records], strict=True):
-            entry = record.get("entry") if record.get("op") == "append" else None
-            uuid = entry.get("uuid") if isinstance(entry, dict) else None
-            cut = record.get("after") or "*" if record.get("op") == "truncate" else ""
-            args += [uuid if isinstance(uuid, str) else "", line.decode(), cut]
         keys = [self._lease_key(lease), self._key("log"), self._key("uuids")]
-        before, after = self._script("append", keys, args, lease)
+        before, after = self._script("append", keys, _triples(records, lines), lease)
         return int(before), int(after)
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage` (one script)."""
+        body = "" if end.state is None else json.dumps(end.state, ensure_ascii=False)
+        keys = [
+            self._lease_key(end.lease),
+            self._key("log"),
+            self._key("uuids"),
+            self._key("state"),
+        ]
+        args = [end.expected, body, *_triples(end.records, end.lines)]
+        before, after, version = self._script("commit", keys, args, end.lease)
+        return int(before), int(after), int(version)
 
     def _lease_key(self, lease: Lease | None) -> str:
         return self._key(f"lease:{lease.kind if lease else 'call'}")
@@ -319,3 +362,14 @@ class RedisNotes:
             return int(self.storage._script("notes_cas", keys, [self.label, version, text], lease))
         except VersionConflict as exc:
             raise NotesConflict(f"{self.label}: {exc}") from None
+
+
+def _triples(records: list[dict[str, Any]], lines: list[bytes] | None) -> list[Any]:
+    """The records as the append script takes them: (uuid, line, truncated-after) each."""
+    args: list[Any] = []
+    for record, line in zip(records, lines or [encode_record(r) for r in records], strict=True):
+        entry = record.get("entry") if record.get("op") == "append" else None
+        uuid = entry.get("uuid") if isinstance(entry, dict) else None
+        cut = record.get("after") or "*" if record.get("op") == "truncate" else ""
+        args += [uuid if isinstance(uuid, str) else "", line.decode(), cut]
+    return args

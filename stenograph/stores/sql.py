@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
 from .base import (
+    CallEnd,
     Lease,
     VersionConflict,
     lease_lost,
@@ -220,15 +221,16 @@ class SqlStorage:
 
     def release(self, lease: Lease) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self._run(
-            lambda cur: self._exec(
-                cur,
-                "UPDATE sg_leases SET owner = '', expires = 0"
-                " WHERE session = ? AND kind = ? AND epoch = ? AND owner = ?",
-                lease.kind,
-                lease.epoch,
-                lease.owner,
-            )
+        self._run(lambda cur: self._release(cur, lease))
+
+    def _release(self, cur: Any, lease: Lease) -> None:
+        self._exec(
+            cur,
+            "UPDATE sg_leases SET owner = '', expires = 0"
+            " WHERE session = ? AND kind = ? AND epoch = ? AND owner = ?",
+            lease.kind,
+            lease.epoch,
+            lease.owner,
         )
 
     def check(self, cur: Any, lease: Lease | None) -> None:
@@ -254,31 +256,48 @@ class SqlStorage:
         lines: list[bytes] | None = None,
     ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        lines = lines or [encode_record(r) for r in records]
-        rows = [
-            (line.decode("utf-8").rstrip("\n"), _uuid(r))
-            for line, r in zip(lines, records, strict=True)
-        ]
+        rows = _rows(records, lines)
 
         def step(cur: Any) -> tuple[int, int]:
             self.check(cur, lease)
-            before = seq = self._last(cur)
-            for (body, uuid), record in zip(rows, records, strict=True):
-                if record.get("op") == "truncate":
-                    self._free_uuids(cur, record.get("after"))
-                if uuid is not None and self._one(
-                    cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
-                ):
-                    continue
-                seq += 1
-                self._exec(
-                    cur,
-                    "INSERT INTO sg_records (session, seq, uuid, body) VALUES (?, ?, ?, ?)",
-                    seq,
-                    uuid,
-                    body,
-                )
-            return before, seq
+            return self._append(cur, records, rows)
+
+        return self._run(step)
+
+    def _append(
+        self, cur: Any, records: list[dict[str, Any]], rows: list[tuple[str, str | None]]
+    ) -> tuple[int, int]:
+        before = seq = self._last(cur)
+        for (body, uuid), record in zip(rows, records, strict=True):
+            if record.get("op") == "truncate":
+                self._free_uuids(cur, record.get("after"))
+            if uuid is not None and self._one(
+                cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
+            ):
+                continue
+            seq += 1
+            self._exec(
+                cur,
+                "INSERT INTO sg_records (session, seq, uuid, body) VALUES (?, ?, ?, ?)",
+                seq,
+                uuid,
+                body,
+            )
+        return before, seq
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage` (one transaction)."""
+        rows = _rows(end.records, end.lines)
+
+        def step(cur: Any) -> tuple[int, int, int]:
+            self.check(cur, end.lease)
+            before, after = self._append(cur, end.records, rows)
+            version = (
+                end.expected if end.state is None else self._save(cur, end.state, end.expected)
+            )
+            if end.lease is not None:
+                self._release(cur, end.lease)
+            return before, after, version
 
         return self._run(step)
 
@@ -334,24 +353,27 @@ class SqlStorage:
 
         def step(cur: Any) -> int:
             self.check(cur, lease)
-            row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
-            current = int(row[0]) if row else 0
-            if current != expected:
-                raise VersionConflict(
-                    f"{self.location}: the state is at version {current}, not {expected}"
-                )
-            body = json.dumps({**state, JOURNAL_BYTES: self._last(cur)}, ensure_ascii=False)
-            self._exec(
-                cur,
-                "INSERT INTO sg_sessions (id, state, version) VALUES (?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
-                " version = excluded.version",
-                body,
-                expected + 1,
-            )
-            return expected + 1
+            return self._save(cur, state, expected)
 
         return self._run(step)
+
+    def _save(self, cur: Any, state: dict[str, Any], expected: int) -> int:
+        row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
+        current = int(row[0]) if row else 0
+        if current != expected:
+            raise VersionConflict(
+                f"{self.location}: the state is at version {current}, not {expected}"
+            )
+        body = json.dumps({**state, JOURNAL_BYTES: self._last(cur)}, ensure_ascii=False)
+        self._exec(
+            cur,
+            "INSERT INTO sg_sessions (id, state, version) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+            " version = excluded.version",
+            body,
+            expected + 1,
+        )
+        return expected + 1
 
     def keep_aside(self, reason: str) -> str | None:
         """See :class:`~stenograph.stores.base.SessionStorage` (the row stays as it is)."""
@@ -455,6 +477,15 @@ class SqlNotes:
             return current + 1
 
         return self.storage._run(step)
+
+
+def _rows(records: list[dict[str, Any]], lines: list[bytes] | None) -> list[tuple[str, str | None]]:
+    """Each record's stored body and entry uuid."""
+    lines = lines or [encode_record(r) for r in records]
+    return [
+        (line.decode("utf-8").rstrip("\n"), _uuid(r))
+        for line, r in zip(lines, records, strict=True)
+    ]
 
 
 def _uuid(record: dict[str, Any]) -> str | None:
