@@ -207,3 +207,13 @@ def test_a_state_folder_of_an_older_version_keeps_its_notes(tmp_path):
     assert not [e for e in again.events if e.kind == "StateReset"]
     again.close()
     assert "notes" not in json.loads((folder / "state.json").read_text())
+
+
+def test_a_misspelt_hook_is_named_with_the_nearest_one(tmp_path):
+    session = open_with(tmp_path, COMPACT)
+    with pytest.raises(
+        AttributeError, match="no hook 'notes_curent'.*Did you mean 'notes_current'"
+    ):
+        session.hook.notes_curent()
+    assert session.hook.notes_current() is None  # no slot writes notes
+    assert session.hook.extraction_idle(timeout=0, stale_after=1) is None
