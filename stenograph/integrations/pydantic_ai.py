@@ -62,7 +62,7 @@ from ..engine.engine import Engine
 from ..engine.session import Session
 from ..engine.state import StateKey
 from ..stores.base import Store
-from .framework import Message, ModelSettings, SessionPool, feed
+from .framework import Message, ModelSettings, SessionPool, custom_headers, feed
 
 __all__ = [
     "Stenograph",
@@ -252,7 +252,7 @@ def model_settings(model: Any) -> ModelSettings:
             model.model_name,
             base_url=str(client.base_url),
             api_key=getattr(client, "api_key", None),
-            headers=tuple(sorted((getattr(client, "_custom_headers", None) or {}).items())),
+            headers=custom_headers(client),
         )
     name = str(getattr(model, "model_name", None) or model)
     return ModelSettings(
