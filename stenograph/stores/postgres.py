@@ -43,7 +43,7 @@ class PostgresStore(SqlStore):
 
     def _connect(self) -> Any:
         conn = self._psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
-        with conn.transaction():  # serialized: two workers creating one schema would collide
+        with conn.transaction():  # IF NOT EXISTS alone races between first connections
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('stenograph schema'))")
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             conn.execute(f"SET search_path TO {self.schema}")
