@@ -24,7 +24,11 @@ TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 
 @dataclass(eq=False, slots=True)
 class Entry:
-    """One message of the history. ``content`` is never changed after append."""
+    """One message of the history. ``content`` is never changed after append. ``tokens``
+    (tiktoken estimate of ``content``) and ``reduced`` (of its usual memorized form) are -1
+    until counted; ``placeholders``: the texts that form sends for its tool results, made
+    with the counts; ``render`` holds what is sent when it is not ``content``; ``cache``
+    (other counts) is made on first use."""
 
     role: str
     content: str | list[dict[str, Any]]
@@ -38,7 +42,11 @@ class Entry:
     meta: dict[str, Any] = field(default_factory=dict)
     tool_use_ids: tuple[str, ...] = ()
     tool_result_ids: tuple[str, ...] = ()
-    cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+    tokens: int = field(default=-1, repr=False)
+    reduced: int = field(default=-1, repr=False)
+    placeholders: tuple[str, ...] | None = field(default=None, repr=False)
+    render: str | list[dict[str, Any]] | None = field(default=None, repr=False)
+    cache: dict[Any, Any] | None = field(default=None, repr=False)
 
     @property
     def has_tools(self) -> bool:

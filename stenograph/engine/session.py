@@ -441,9 +441,10 @@ class Session:
             changes.append((entry, fresh))
         for entry, fresh in changes:
             self._journal({"op": "edit", "uuid": entry.uuid, "content": fresh.content})
-        for entry, fresh in changes:
-            _take_content(entry, fresh)
+        recount = [e for entry, fresh in changes for e in self.history.take_content(entry, fresh)]
         self._rebuild(self.history.entries)
+        for entry in recount:
+            self.run_in_background(COUNTS, functools.partial(self.history.count, entry))
         uuids = tuple(e.uuid for e, _ in changes)
         self.record(HistoryEdited(time=self.clock(), uuids=uuids))
         log.info("session %s: the host changed %d earlier message(s)", self.id, len(uuids))
@@ -662,9 +663,8 @@ class Session:
                     self._state["notes"] = notes
             elif op == "edit":
                 entry = self.history.by_uuid[record["uuid"]]
-                _take_content(
-                    entry, make_entry({"role": entry.role, "content": record["content"]}, 0)
-                )
+                fresh = make_entry({"role": entry.role, "content": record["content"]}, 0)
+                self.history.take_content(entry, fresh)
                 self.history.rebuild(self.history.entries)
             elif op == "truncate":
                 after = record["after"]
@@ -675,14 +675,6 @@ class Session:
                 )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
-
-
-def _take_content(entry: Entry, fresh: Entry) -> None:
-    """``entry`` holds ``fresh``'s content from now on (a handler's replacement for the
-    old content is dropped; a memorized entry stays memorized)."""
-    entry.content, entry.sent_content = fresh.content, None
-    entry.tool_use_ids, entry.tool_result_ids = fresh.tool_use_ids, fresh.tool_result_ids
-    entry.cache.clear()
 
 
 def _is_notes(value: Any) -> bool:
