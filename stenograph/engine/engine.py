@@ -23,6 +23,7 @@ from .presets import Preset, SlotSpec, load_preset
 from .session import LEASE_SECONDS, WAIT_SECONDS, Session
 from .settings import ResolvedSettings, SettingsResolver, env_prefix, env_warnings
 from .state import HandlerState, StateKey
+from .telemetry import Telemetry
 
 if TYPE_CHECKING:
     from ..stores.base import Store
@@ -47,6 +48,10 @@ class Slot:
 class Engine:
     """Built from a preset; opens sessions. Nothing is half-applied: a bad preset raises
     before any Engine exists."""
+
+    #: Spans and events for a tracing backend, set on one engine or on the class (every
+    #: engine) by ``stenograph.integrations.otel``; None: off.
+    telemetry: Telemetry | None = None
 
     def __init__(
         self,

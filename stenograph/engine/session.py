@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,6 +26,7 @@ from .request import Request
 from .state import Stash
 from .store import JOURNAL_BYTES, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
+from .telemetry import NO_SPAN
 from .tokens import encoding
 
 if TYPE_CHECKING:
@@ -229,9 +231,9 @@ class Session:
                 first_unseen=self._state.get("seen", 0),
                 end=len(self.history),
             )
-            self.engine.dispatch("pre_call", self, call)
-            request = self._request(call)
-            self.last_request = request
+            with self.traced("pre_call", call):
+                self.engine.dispatch("pre_call", self, call)
+                request = self.last_request = self._request(call)
             self._state["seen"] = len(self.history)
             self._save_state_if_changed()
             return cast(Request, request)
@@ -248,8 +250,9 @@ class Session:
                 call = PostSamplingCall(
                     session=self, now=now, response=entry, request=self.last_request
                 )
-                self.engine.dispatch("post_sampling", self, call)
-                self._save_state_if_changed()
+                with self.traced("post_sampling", call):
+                    self.engine.dispatch("post_sampling", self, call)
+                    self._save_state_if_changed()
             finally:
                 self.release()
             return entry
@@ -349,6 +352,9 @@ class Session:
         self._deliver(event)
 
     def _deliver(self, event: Event) -> None:
+        telemetry = self.engine.telemetry
+        if telemetry is not None:
+            telemetry.event(self, event)
         if self.on_event is None:
             return
         try:
@@ -403,7 +409,15 @@ class Session:
         worker = self._background.get(name)
         if worker is None:
             worker = self._background.setdefault(name, Worker(f"stenograph-{self.id}-{name}"))
-        worker.submit(work)
+        telemetry = self.engine.telemetry
+        worker.submit(work if telemetry is None else telemetry.carry(work))
+
+    def traced(self, name: str, call: Any = None) -> AbstractContextManager[object]:
+        """A telemetry span around ``name`` — a phase, or a handler's background work such
+        as the notes fork (``call`` says what it is about); a no-op unless telemetry is on
+        (``stenograph.integrations.otel``)."""
+        telemetry = self.engine.telemetry
+        return NO_SPAN if telemetry is None else telemetry.span(self, name, call)
 
     # internals -------------------------------------------------------------------------
 

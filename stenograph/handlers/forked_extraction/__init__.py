@@ -179,7 +179,8 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
                         writer.busy = False
                         return
                 try:
-                    self._extract(session, request)
+                    with session.traced("extraction", request):
+                        self._extract(session, request)
                 finally:
                     if request.status == "running":  # _extract raised before reporting
                         session.extractions.finish(request, ok=False, error="interrupted")
