@@ -163,3 +163,22 @@ def test_a_prepared_placeholder_follows_an_edit_of_its_tool_call():
     request = pause(session, clock)
     sent = json.dumps(request["messages"])
     assert "memorized: Grep result" in sent and sent.count("memorized: Read result") == 1
+
+
+def test_a_call_hands_the_background_its_counts_once_the_request_is_out(monkeypatch):
+    from stenograph.engine import background
+
+    session, clock = open_session("inactivity-only")
+    session.wait_for_background()
+    woken: list[str] = []
+    run = background.POOL.run
+    monkeypatch.setattr(background.POOL, "run", lambda task: (woken.append("run"), run(task)))
+    for _ in range(3):
+        session.append({"role": "user", "content": "go on " * 50})
+        assert not woken  # appending wakes no thread
+        session.pre_call(model="m")
+        assert len(woken) == 1  # one wake, as the request is handed out
+        session.post_sampling(text_reply())
+        session.wait_for_background()
+        woken.clear()
+    assert all(e.tokens >= 0 for e in session.history)

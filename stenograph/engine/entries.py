@@ -39,7 +39,7 @@ class Entry:
     memorized: bool = False
     memo: dict[str, Any] | None = None
     sent_content: str | list[dict[str, Any]] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    _meta: dict[str, Any] | None = None
     tool_use_ids: tuple[str, ...] = ()
     tool_result_ids: tuple[str, ...] = ()
     tokens: int = field(default=-1, repr=False)
@@ -47,6 +47,17 @@ class Entry:
     placeholders: tuple[str, ...] | None = field(default=None, repr=False)
     render: str | list[dict[str, Any]] | None = field(default=None, repr=False)
     cache: dict[Any, Any] | None = field(default=None, repr=False)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What else the host or the API said about the message (made on first use)."""
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
 
     @property
     def has_tools(self) -> bool:
@@ -78,9 +89,10 @@ class Entry:
         record: dict[str, Any] = {"role": self.role, "content": self.content, "uuid": self.uuid}
         if self.timestamp is not None:
             record["timestamp"] = format_timestamp(self.timestamp)
-        for key in ("usage", "meta"):
-            if getattr(self, key):
-                record[key] = getattr(self, key)
+        if self.usage:
+            record["usage"] = self.usage
+        if self._meta:
+            record["meta"] = self._meta
         return record
 
 
@@ -125,7 +137,7 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     entry = Entry(role, content, "", float(now), tool_use_ids=uses, tool_result_ids=results)
     if len(message) > 2:  # more than role and content
         meta = message.get("meta")
-        entry.meta = dict(meta) if isinstance(meta, dict) else {}
+        entry._meta = dict(meta) if isinstance(meta, dict) and meta else None
         if role == "assistant":
             entry.usage = _usage(message.get("usage"))
     _stamp(entry, message)
@@ -150,7 +162,7 @@ def response_entry(response: Any, now: float) -> Entry:
         "",
         float(now),
         usage=_usage(data.get("usage")),
-        meta={k: data[k] for k in RESPONSE_META if data.get(k) is not None},
+        _meta={k: data[k] for k in RESPONSE_META if data.get(k) is not None} or None,
         tool_use_ids=uses,
         tool_result_ids=results,
     )

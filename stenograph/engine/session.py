@@ -83,7 +83,7 @@ class Session:
         self._lock = threading.RLock()  # the phases; background work never takes it
         self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
-        self._background: dict[str, Worker] = {}
+        self._background = {COUNTS: Worker(f"stenograph-{self.id}-{COUNTS}")}
         self._state: dict[str, Any] = {"handlers": {}}
         self._runtime: dict[str, dict[str, Any]] = {}
         self.stash = Stash()  # live per-session values under typed keys, never saved
@@ -236,6 +236,7 @@ class Session:
                 request = self.last_request = self._request(call)
             self._state["seen"] = len(self.history)
             self._save_state_if_changed()
+            self._background[COUNTS].kick()  # the new entries are counted during the model call
             return cast(Request, request)
 
     def post_sampling(self, response: Any) -> Entry:
@@ -441,8 +442,8 @@ class Session:
             self._journal(*checked)
         self.history.add(entry)
         self._host_known = len(self.history)
-        if entry.content:
-            self.run_in_background(COUNTS, functools.partial(self.history.count, entry))
+        if entry.content:  # counted once the request is out (see ``pre_call``)
+            self._background[COUNTS].submit(functools.partial(self.history.count, entry), False)
         if entry.role == "assistant":
             self._last_response = entry
 
