@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 
@@ -23,6 +23,9 @@ from ..engine.events import HistoryNotFollowed, NotesClientUnavailable
 from ..engine.session import Session
 from ..engine.store import check_session_id
 from ..engine.sync import ConversationMismatch
+
+if TYPE_CHECKING:
+    from ..stores.base import Store
 
 log = logging.getLogger("stenograph.integrations")
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -60,13 +63,15 @@ def session_id_for(key: object) -> str:
 
 class SessionPool:
     """The sessions of one adapter, one per conversation key, opened on first use with the
-    notes writer's client taken from the framework's model."""
+    notes writer's client taken from the framework's model; ``store`` (a store URL or
+    ``Store``) and ``state_dir`` are those of :meth:`Engine.open_session`."""
 
     def __init__(
         self,
         preset: str | Path | Engine = "default",
         *,
         state_dir: str | Path | None = ".stenograph",
+        store: str | Path | Store | None = None,
         clock: Clock | None = None,
         services: dict[str, Any] | None = None,
         **engine_options: Any,
@@ -74,7 +79,7 @@ class SessionPool:
         self.engine = (
             preset if isinstance(preset, Engine) else Engine.from_preset(preset, **engine_options)
         )
-        self.state_dir, self.clock = state_dir, clock
+        self.state_dir, self.store, self.clock = state_dir, store, clock
         self._services = dict(services or {})
         self._sessions: dict[str, Session] = {}
         self._clients: dict[ModelSettings, anthropic.Anthropic] = {}
@@ -90,7 +95,7 @@ class SessionPool:
                 return found
             services, problem = self._notes_services(settings)
             session = self.engine.open_session(
-                sid, state_dir=self.state_dir, clock=self.clock, services=services
+                sid, state_dir=self.state_dir, store=self.store, clock=self.clock, services=services
             )
             self._sessions[sid] = session
         if problem is not None:
@@ -102,8 +107,8 @@ class SessionPool:
     async def asession(
         self, key: object, settings: Callable[[], ModelSettings] | None = None
     ) -> Session:
-        """:meth:`session` for async hosts: a session kept on disk is opened in a thread."""
-        if self.state_dir is None or session_id_for(key) in self._sessions:
+        """:meth:`session` for async hosts: a stored session is opened in a thread."""
+        if (self.store is None and self.state_dir is None) or session_id_for(key) in self._sessions:
             return self.session(key, settings)
         return await asyncio.to_thread(self.session, key, settings)
 

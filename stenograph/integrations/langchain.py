@@ -41,6 +41,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
 from ..engine.clock import Clock
 from ..engine.engine import Engine
 from ..engine.session import Session
+from ..stores.base import Store
 from .framework import Message, ModelSettings, SessionPool, feed
 
 __all__ = [
@@ -73,7 +74,10 @@ class StenographMiddleware(AgentMiddleware):
     :param preset: a built-in preset name, a ``.toml`` path, or a ready ``Engine``.
     :param session_key: the key of ``config["configurable"]`` naming the conversation
         (LangGraph's ``thread_id`` by default), or a callable ``(ModelRequest) -> key``.
-    :param state_dir: where sessions are kept (``None``: in memory).
+    :param state_dir: the folder sessions are kept in (``None``: in memory).
+    :param store: where sessions are kept instead: a store URL (``sqlite:///path.db``,
+        ``postgresql://…``, ``redis://…``, ``file:DIR``) or a ``Store``, as for
+        ``Engine.open_session``; several workers may serve one conversation.
     :param clock: the sessions' clock (``ManualClock`` in tests).
     :param services: objects for the handlers; without ``"anthropic"`` the notes writer
         gets a client built from the agent's ``ChatAnthropic`` settings.
@@ -86,13 +90,19 @@ class StenographMiddleware(AgentMiddleware):
         *,
         session_key: str | Callable[[ModelRequest], object] = "thread_id",
         state_dir: str | Path | None = ".stenograph",
+        store: str | Path | Store | None = None,
         clock: Clock | None = None,
         services: dict[str, Any] | None = None,
         **engine_options: Any,
     ) -> None:
         super().__init__()
         self.pool = SessionPool(
-            preset, state_dir=state_dir, clock=clock, services=services, **engine_options
+            preset,
+            state_dir=state_dir,
+            store=store,
+            clock=clock,
+            services=services,
+            **engine_options,
         )
         self.session_key = session_key
 

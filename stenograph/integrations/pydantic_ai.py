@@ -60,6 +60,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
 from ..engine.clock import Clock
 from ..engine.engine import Engine
 from ..engine.session import Session
+from ..stores.base import Store
 from .framework import Message, ModelSettings, SessionPool, feed
 
 __all__ = [
@@ -82,7 +83,10 @@ class Stenograph(AbstractCapability[Any]):
     """Runs a stenograph session around every model request of a pydantic-ai ``Agent``.
 
     :param preset: a built-in preset name, a ``.toml`` path, or a ready ``Engine``.
-    :param state_dir: where sessions are kept (``None``: in memory).
+    :param state_dir: the folder sessions are kept in (``None``: in memory).
+    :param store: where sessions are kept instead: a store URL (``sqlite:///path.db``,
+        ``postgresql://…``, ``redis://…``, ``file:DIR``) or a ``Store``, as for
+        ``Engine.open_session``; several workers may serve one conversation.
     :param clock: the sessions' clock (``ManualClock`` in tests).
     :param services: objects for the handlers; without ``"anthropic"`` the notes writer
         gets a client built from the agent's ``AnthropicModel`` (its provider's key and URL).
@@ -95,6 +99,7 @@ class Stenograph(AbstractCapability[Any]):
 
     preset: str | Path | Engine = "default"
     state_dir: str | Path | None = ".stenograph"
+    store: str | Path | Store | None = None
     clock: Clock | None = None
     services: dict[str, Any] | None = None
     engine_options: dict[str, Any] = field(default_factory=dict)
@@ -103,6 +108,7 @@ class Stenograph(AbstractCapability[Any]):
         self.pool = SessionPool(
             self.preset,
             state_dir=self.state_dir,
+            store=self.store,
             clock=self.clock,
             services=self.services,
             **self.engine_options,
