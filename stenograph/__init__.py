@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         RequestViolation,
         StateReset,
     )
-    from .engine.extraction import ExtractionRequest
+    from .engine.extraction import ExtractionRequest, NotesRecord, request_extraction
     from .engine.guard import check_pairing, check_request
     from .engine.handler import Handler
     from .engine.hookspecs import hookimpl
@@ -74,6 +74,7 @@ _EXPORTS = {
     "ManualClock": ".engine.clock",
     "MemorizeSkipped": ".handlers.inactivity_memorize",
     "NotesClientUnavailable": ".engine.events",
+    "NotesRecord": ".engine.extraction",
     "PluginError": ".engine.errors",
     "PostSamplingCall": ".engine.context",
     "PreCallCall": ".engine.context",
@@ -92,6 +93,7 @@ _EXPORTS = {
     "check_pairing": ".engine.guard",
     "check_request": ".engine.guard",
     "hookimpl": ".engine.hookspecs",
+    "request_extraction": ".engine.extraction",
 }
 __all__ = [
     "CacheTtlDetected",
@@ -119,6 +121,7 @@ __all__ = [
     "ManualClock",
     "MemorizeSkipped",
     "NotesClientUnavailable",
+    "NotesRecord",
     "PluginError",
     "PostSamplingCall",
     "PreCallCall",
@@ -137,6 +140,7 @@ __all__ = [
     "check_pairing",
     "check_request",
     "hookimpl",
+    "request_extraction",
 ]
 
 

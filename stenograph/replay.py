@@ -265,7 +265,8 @@ def _call(
             report.decisions.append(decision)
             if event.extract:
                 wanted = ("after_assistant_index", "tokens", "tool_calls", "reason")
-                status = "written" if session.engine.has_extractor else "no extractor"
+                taken = session.engine.implements("extraction_requested")
+                status = "written" if taken else "no extractor"
                 report.extractions.append({**{k: decision[k] for k in wanted}, "status": status})
         elif isinstance(event, ExtractionFinished):
             report.memory_file, report.notes_backend = event.path, event.backend

@@ -101,13 +101,19 @@ def _show(args: argparse.Namespace) -> int:
                 "assistant": roles.count("assistant"),
                 "state_version": version,
                 "state_problem": problem,
-                "notes": state.get("notes"),
+                "notes": _newest_notes(storage.read(0)[0]) or state.get("notes"),
                 "handlers": sorted(state.get("handlers", {})),
             },
             indent=2,
         )
     )
     return 0
+
+
+def _newest_notes(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest notes record of a journal (``path``, ``upto_uuid``), or None."""
+    notes = [r for r in records if r.get("op") == "notes"]
+    return {k: v for k, v in notes[-1].items() if k != "op"} if notes else None
 
 
 def _export(args: argparse.Namespace) -> int:

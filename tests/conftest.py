@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import importlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,3 +46,19 @@ def no_cyclic_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+@pytest.fixture
+def on_path(monkeypatch):
+    """Put an installed folder first on ``sys.path``; forget its modules afterwards."""
+    added: list[Path] = []
+
+    def put(site: Path) -> None:
+        monkeypatch.syspath_prepend(str(site))
+        importlib.invalidate_caches()
+        added.append(site)
+
+    yield put
+    for name in [n for n in sys.modules if n.startswith("acme_")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()

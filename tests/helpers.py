@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 import stenograph
@@ -89,3 +91,50 @@ def run_cli(*args: str, cwd: Any = None, env: dict[str, str] | None = None):
         cwd=cwd,
         env=env,
     )
+
+
+class NotesHeard(stenograph.Handler):
+    """Keeps every notes record announced to it (``notes_written``), in order."""
+
+    name = "notes-heard"
+
+    def __init__(self, settings, slot=0):
+        super().__init__(settings, slot)
+        self.heard: list[stenograph.NotesRecord] = []
+
+    @stenograph.hookimpl
+    def notes_written(self, notes):
+        self.heard.append(notes)
+
+
+def listening_engine(tmp_path, preset: str = "default") -> stenograph.Engine:
+    """``preset`` with a ``notes-heard`` slot after its handlers."""
+    path = tmp_path / "listening.toml"
+    path.write_text(f'extends = "{preset}"\n[[handlers]]\nuse = "notes-heard"\n')
+    return stenograph.Engine.from_preset(path, handlers=[NotesHeard])
+
+
+def install(tmp_path: Path, dist: str, module: str, source: str, entry_points: str) -> Path:
+    """``module`` (with ``source``) pip-installed as ``dist`` into a fresh folder."""
+    project = tmp_path / dist
+    (project / module).mkdir(parents=True)
+    (project / module / "__init__.py").write_text(source)
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(f"""
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+            [project]
+            name = "{dist}"
+            version = "0.1.0"
+            [tool.setuptools]
+            packages = ["{module}"]
+            """)
+        + entry_points
+    )
+    site = tmp_path / f"{dist}-site"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
+    command += ["--no-build-isolation", "--target", str(site), str(project)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return site

@@ -3,15 +3,13 @@ sources of the same lazy catalogs as installed plugins (pip-installed here, for 
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
-import textwrap
 from importlib.metadata import EntryPoint
-from pathlib import Path
 
 import pytest
+from helpers import install
 
 import stenograph
 from stenograph.engine.discovery import ENTRY_POINT_GROUP, HandlerCatalog
@@ -40,48 +38,6 @@ def _read(document, log):
 FORMAT = TranscriptFormat("acme-chat", "Acme chat log (JSON)", _read)
 NOT_A_FORMAT = 42
 '''
-
-
-def install(tmp_path: Path, dist: str, module: str, source: str, entry_points: str) -> Path:
-    """``module`` (with ``source``) pip-installed as ``dist`` into a fresh folder."""
-    project = tmp_path / dist
-    (project / module).mkdir(parents=True)
-    (project / module / "__init__.py").write_text(source)
-    (project / "pyproject.toml").write_text(
-        textwrap.dedent(f"""
-            [build-system]
-            requires = ["setuptools>=61"]
-            build-backend = "setuptools.build_meta"
-            [project]
-            name = "{dist}"
-            version = "0.1.0"
-            [tool.setuptools]
-            packages = ["{module}"]
-            """)
-        + entry_points
-    )
-    site = tmp_path / f"{dist}-site"
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
-    command += ["--no-build-isolation", "--target", str(site), str(project)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return site
-
-
-@pytest.fixture
-def on_path(monkeypatch):
-    """Put an installed folder first on ``sys.path``; forget its modules afterwards."""
-    added: list[Path] = []
-
-    def put(site: Path) -> None:
-        monkeypatch.syspath_prepend(str(site))
-        importlib.invalidate_caches()
-        added.append(site)
-
-    yield put
-    for name in [n for n in sys.modules if n.startswith("acme_")]:
-        del sys.modules[name]
-    importlib.invalidate_caches()
 
 
 def test_an_inactivity_only_engine_imports_only_the_handler_it_uses():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from conftest import real_transcripts
@@ -12,10 +13,44 @@ from helpers import text_reply, tool_result, tool_turn
 import stenograph
 from stenograph import Compacted, CompactionSkipped
 from stenograph.engine.clock import parse_timestamp
+from stenograph.engine.notes import read_notes
+from stenograph.handlers.forked_extraction.desk import ExtractionDesk
 from stenograph.integrations.transcripts import read_transcript
 from stenograph.replay import replay
 
 MC = "memory-compact"
+
+
+class HandNotes(stenograph.Handler):
+    """Notes written by hand (a test's file) through the notes hooks: the newest announced
+    file is the current notes; ``desk`` says when an extraction runs."""
+
+    name = "hand-notes"
+
+    def __init__(self, settings, slot=0):
+        super().__init__(settings, slot)
+        self.desk = ExtractionDesk()
+
+    @stenograph.hookimpl
+    def notes_written(self, session, notes):
+        session.stash[HAND] = notes
+
+    @stenograph.hookimpl
+    def notes_current(self, session):
+        notes = session.stash.get(HAND, None)
+        return read_notes(Path(notes.label)) if notes else None
+
+    @stenograph.hookimpl
+    def extraction_idle(self, timeout, stale_after):
+        return self.desk.wait_idle(timeout, stale_after)
+
+
+HAND = stenograph.StateKey[stenograph.NotesRecord]()
+
+
+def notes_of(session) -> stenograph.NotesRecord | None:
+    """The notes memory-compact knows of."""
+    return session.stash.get(session.engine.slot(MC).handler.notes_key, None)
 
 
 def compact_preset(tmp_path, **settings) -> str:
@@ -75,7 +110,7 @@ def drive(path, preset: str, state_dir) -> tuple[stenograph.Session, list[tuple[
         request = session.pre_call(model="m")
         calls.append((request, session.events[seen:]))
         if any(isinstance(e, Compacted) for e in session.events[seen:]):
-            covered = session.history.by_uuid[session.notes["upto_uuid"]].index
+            covered = session.history.by_uuid[notes_of(session).upto_uuid].index
             assert session.history.window_start == plain_start(session.history, covered + 1)
         session.post_sampling(message)
         session.wait_for_background()
@@ -92,7 +127,7 @@ def test_compacted_requests_on_real_sessions(tmp_path, path):
     compacted = [
         i for i, (_, events) in enumerate(calls) if any(isinstance(e, Compacted) for e in events)
     ]
-    notes_path = (session.notes or {}).get("path", "")
+    notes_path = getattr(notes_of(session), "label", "")
     previous = None
     for i, (request, _events) in enumerate(calls):
         messages = request["messages"]
@@ -142,10 +177,12 @@ class Fixture:
         }
         path = tmp_path / "mc.toml"
         path.write_text(
+            '[[handlers]]\nuse = "hand-notes"\n'
             f'[[handlers]]\nuse = "{MC}"\n'
             + "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
         )
-        self.session = stenograph.Engine.from_preset(path).open_session("f", state_dir=tmp_path)
+        engine = stenograph.Engine.from_preset(path, handlers=[HandNotes])
+        self.session = engine.open_session("f", state_dir=tmp_path)
         self.notes_file = tmp_path / "notes.md"
         s = self.session
         s.append({"role": "user", "content": "Start the refactor."})
@@ -163,7 +200,10 @@ class Fixture:
         if notes is not None:
             body = "- refactoring parser.py\n" if notes == "real" else ""
             self.notes_file.write_text(f"# Current State\n_What now._\n{body}")
-            s.record_notes(str(self.notes_file), self.covered.uuid)
+            self.announce(self.covered.uuid)
+
+    def announce(self, upto_uuid: str) -> None:
+        self.session.announce_notes(stenograph.NotesRecord(str(self.notes_file), upto_uuid))
 
     def call(self) -> tuple[dict, list]:
         seen = len(self.session.events)
@@ -218,7 +258,7 @@ def test_fall_backs(tmp_path, notes, change, reason):
     )
     fixture = Fixture(tmp_path, notes=notes, **settings)
     if change == "unknown-uuid":
-        fixture.session.record_notes(str(fixture.notes_file), "no-such-uuid")
+        fixture.announce("no-such-uuid")
     if change == "missing-file":
         fixture.notes_file.unlink()
     if change == "tiny-threshold":
@@ -232,17 +272,15 @@ def test_fall_backs(tmp_path, notes, change, reason):
 
 def test_fall_back_while_an_extraction_runs_past_the_wait(tmp_path):
     fixture = Fixture(tmp_path)
-    desk = fixture.session.extractions
-    desk.has_extractor = True
-    request = stenograph.engine.extraction.ExtractionRequest("u", 0, 0, 0, "r", 0.0)
-    desk.file(request)
-    assert desk.take() is request
+    desk = fixture.session.engine.slot("hand-notes").handler.desk
+    request = stenograph.ExtractionRequest("u", 0, 0, 0, "r", 0.0)
+    desk.file(request, None)
+    assert desk.take() == (request, None)
     _, events = fixture.call()
     assert "still running" in next(e for e in events if isinstance(e, CompactionSkipped)).reason
-    threading.Timer(0.05, lambda: desk.finish(request, ok=True)).start()
-    fixture.session.engine.slots[0].handler.settings = fixture.session.engine.slots[
-        0
-    ].handler.settings.model_copy(update={"wait_seconds": 5})
+    threading.Timer(0.05, lambda: desk.done(request)).start()
+    compact = fixture.session.engine.slot(MC).handler
+    compact.settings = compact.settings.model_copy(update={"wait_seconds": 5})
     _, events = fixture.call()
     assert any(isinstance(e, Compacted) for e in events)
 
@@ -251,7 +289,7 @@ def test_boundary_never_splits_a_tool_call_from_its_result(tmp_path):
     fixture = Fixture(tmp_path)
     tool_use_entry = fixture.session.history[5]
     assert tool_use_entry.tool_use_ids
-    fixture.session.record_notes(str(fixture.notes_file), tool_use_entry.uuid)
+    fixture.announce(tool_use_entry.uuid)
     request, events = fixture.call()
     assert stenograph.check_request(request["messages"]) == []
     history = fixture.session.history

@@ -106,9 +106,9 @@ def test_memory_compact_never_sends_a_linked_notes_target(tmp_path):
     session = engine.open_session("l", state_dir=tmp_path)
     session.append({"role": "user", "content": "word " * 3000})
     session.post_sampling(text_reply("ok"))
-    link = tmp_path / "l" / "linked.md"
+    link = tmp_path / "l" / "session-memory.md"  # the notes file itself, planted as a link
     link.symlink_to(secret)
-    session.record_notes(str(link), session.history[0].uuid)
+    session.announce_notes(stenograph.NotesRecord(str(link), session.history[0].uuid))
     session.append({"role": "user", "content": "next"})
     request = session.pre_call(model="m")
     assert "hunter2" not in str(request)

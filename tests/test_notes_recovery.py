@@ -85,7 +85,7 @@ def test_the_notes_writer_recovers_after_a_fault(tmp_path, monkeypatch, kind):
     if kind == "symlink":
         assert "symbolic link" in failed[0].error
         assert "hunter2" not in str(session.last_request)
-    assert session.extractions.wait_idle(0, 60)  # nothing left running: no wait to come
+    assert session.hook.extraction_idle(timeout=0, stale_after=60)  # no wait to come
     repair(kind, notes, monkeypatch)
     mark = len(session.events)
     turn(session, 2)

@@ -11,6 +11,7 @@ from helpers import tool_result
 import stenograph
 from stenograph import ThresholdDecision
 from stenograph.engine.tokens import content_tokens
+from stenograph.handlers.forked_extraction.desk import ExtractionDesk
 from stenograph.integrations.transcripts import read_transcripts
 from stenograph.replay import replay
 
@@ -164,21 +165,18 @@ class FlakyExtractor(stenograph.Handler):
     """Takes requests; fails while ``failures`` is positive."""
 
     name = "flaky-extractor"
-    takes_extraction_requests = True
     failures = 0
     taken: list = []
 
     @stenograph.hookimpl
-    def post_sampling(self, session):
-        request = session.extractions.take()
-        if request is None:
-            return
+    def extraction_requested(self, session, request):
         FlakyExtractor.taken.append(request)
         ok = FlakyExtractor.failures <= 0
         FlakyExtractor.failures -= 1
         session.run_in_background(
-            "extract", lambda: session.extractions.finish(request, ok, None if ok else "boom")
+            "extract", lambda: request.settle(session, ok, None if ok else "boom")
         )
+        return True
 
 
 def test_state_advances_only_after_a_successful_extraction(tmp_path):
@@ -200,12 +198,12 @@ def test_state_advances_only_after_a_successful_extraction(tmp_path):
 
 
 def test_requests_filed_while_one_waits_are_coalesced():
-    desk = stenograph.engine.extraction.ExtractionDesk(True)
-    make = stenograph.engine.extraction.ExtractionRequest
+    desk = ExtractionDesk()
+    make = stenograph.ExtractionRequest
     first, second = make("a", 1, 1, 0, "r", 0.0), make("b", 2, 2, 0, "r", 0.0)
-    desk.file(first)
-    desk.file(second)
-    assert first.status == "coalesced" and desk.take() is second and desk.take() is None
+    desk.file(first, None)
+    desk.file(second, None)
+    assert first.status == "coalesced" and desk.take() == (second, None) and desk.take() is None
 
 
 def test_without_an_extractor_decisions_count_as_handled():

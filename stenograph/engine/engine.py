@@ -19,6 +19,7 @@ from .discovery import HandlerCatalog
 from .errors import HandlerError, PluginError, PresetError
 from .events import Event, HandlerFailed
 from .handler import Handler
+from .hooks import check_hook
 from .presets import Preset, SlotSpec, load_preset
 from .session import LEASE_SECONDS, WAIT_SECONDS, Session
 from .settings import ResolvedSettings, SettingsResolver, env_prefix, env_warnings
@@ -78,6 +79,11 @@ class Engine:
             hook: tuple((slot, slot.impls[hook]) for slot in self.slots if hook in slot.impls)
             for hook in hookspecs.SLOT_HOOKS
         }
+        self._firstresult = frozenset(
+            hook
+            for hook in hookspecs.SLOT_HOOKS
+            if getattr(self.pm.hook, hook).spec.opts.get("firstresult")
+        )
         self.blocking_hooks = frozenset(
             hook for hook, plan in self._hooked.items() if any(s.handler.blocking for s, _ in plan)
         )
@@ -135,10 +141,9 @@ class Engine:
             wait_seconds=wait_seconds,
         )
 
-    @property
-    def has_extractor(self) -> bool:
-        """Whether a slot takes the extraction requests that other handlers file."""
-        return any(s.handler.takes_extraction_requests for s in self.slots)
+    def implements(self, hook_name: str) -> bool:
+        """Whether a slot implements ``hook_name`` (``extraction_requested``: an extractor)."""
+        return bool(self._hooked[hook_name])
 
     def slot(self, name: str) -> Slot:
         """The first slot running the handler ``name``."""
@@ -230,22 +235,45 @@ class Engine:
     # dispatch --------------------------------------------------------------------------
 
     def dispatch(self, hook_name: str, session: Session, call: Any = None) -> None:
-        """Run ``hook_name`` for every slot in preset order; failures are isolated."""
+        """Run the phase or lifecycle hook ``hook_name`` for every slot in preset order;
+        failures are isolated."""
         for slot, impl in self._hooked[hook_name]:
             if call is not None:
                 call.handler, call.slot = slot.name, slot.index
-            args = [
-                session
-                if arg == "session"
-                else call
-                if arg == "call"
-                else self.slot_state(session, slot)
-                for arg in impl.argnames
-            ]
-            try:
-                impl.function(*args)
-            except Exception as exc:
-                self._failed(session, slot, hook_name, exc)
+            self._run(slot, impl, hook_name, session, {"call": call})
+
+    def call_hook(self, hook_name: str, session: Session, **arguments: Any) -> Any:
+        """Call ``hook_name`` on every slot in preset order with ``arguments`` (plus
+        ``session`` and each slot's ``state``), failures isolated. A ``firstresult`` hook
+        returns the first result that is not None (None when there is none); any other
+        returns the list of results that are not None."""
+        check_hook(hook_name)
+        first = hook_name in self._firstresult
+        results = []
+        for slot, impl in self._hooked[hook_name]:
+            result = self._run(slot, impl, hook_name, session, arguments)
+            if result is not None:
+                if first:
+                    return result
+                results.append(result)
+        return None if first else results
+
+    def _run(
+        self, slot: Slot, impl: HookImpl, hook_name: str, session: Session, values: dict[str, Any]
+    ) -> Any:
+        args = [
+            session
+            if arg == "session"
+            else values[arg]
+            if arg in values
+            else self.slot_state(session, slot)
+            for arg in impl.argnames
+        ]
+        try:
+            return impl.function(*args)
+        except Exception as exc:
+            self._failed(session, slot, hook_name, exc)
+            return None
 
     def slot_state(self, session: Session, slot: Slot) -> HandlerState | dict[str, Any]:
         """What a slot's hooks get as ``state``: its ``State`` model, else the plain dict."""

@@ -22,15 +22,13 @@ class Handler(Generic[S]):
     :mod:`stenograph.engine.hookspecs` as methods marked with ``@stenograph.hookimpl``. One
     instance is made per preset slot. A handler that keeps per-session data declares a
     ``State`` model (:class:`stenograph.HandlerState`): its hooks then get it as ``state``,
-    validated when the session loads. An extractor sets ``takes_extraction_requests`` so
-    that filed requests wait for it. A handler whose hooks may wait (on a lock, a thread,
+    validated when the session loads. A handler whose hooks may wait (on a lock, a thread,
     the network) sets ``blocking``: async hosts then run those phases in a worker thread
     instead of on the event loop."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     phase: ClassVar[str] = ""
-    takes_extraction_requests: ClassVar[bool] = False
     blocking: ClassVar[bool] = False
     Settings: ClassVar[type[HandlerSettings]] = NoSettings
     State: ClassVar[type[HandlerState] | None] = None

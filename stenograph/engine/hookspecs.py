@@ -1,9 +1,12 @@
 """The hooks a stenograph handler can implement.
 
-Phase hooks (``pre_call``, ``post_sampling``) are dispatched by the engine itself, slot by
-slot, in the order the preset lists the handlers; ordering markers (``tryfirst``,
-``trylast``, ``wrapper``, ``hookwrapper``) are refused on them. Every hook takes only the
-arguments it names (pluggy's opt-in arguments).
+Every hook is dispatched by the engine itself, slot by slot, in the order the preset lists
+the handlers; ordering markers (``tryfirst``, ``trylast``, ``wrapper``, ``hookwrapper``) are
+refused. Every hook takes only the arguments it names (pluggy's opt-in arguments).
+
+The notes hooks are the contract between the handlers that decide the session notes need
+refreshing, write them, and use them; a handler calls them with ``session.hook.<name>(...)``.
+A ``firstresult`` hook stops at the first slot that returns something other than None.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .context import PostSamplingCall, PreCallCall
+    from .extraction import ExtractionRequest, NotesRecord
     from .session import Session
     from .state import HandlerState
 
@@ -77,5 +81,69 @@ def session_closing(session: Session, state: HandlerState | dict[str, Any]) -> N
     """
 
 
+@hookspec(firstresult=True)
+def extraction_requested(
+    session: Session, request: ExtractionRequest, state: HandlerState | dict[str, Any]
+) -> bool | None:
+    """A handler asks for the notes to be refreshed up to ``request.upto_uuid``.
+
+    Called by the handler that decides (update-threshold), from its phase. The first
+    extractor that takes the request returns True; it then reports the outcome, once, with
+    ``request.settle(session, ok, error)`` (from any thread). A request that no slot takes
+    counts as handled at once (``stenograph.request_extraction`` settles it).
+
+    :param session: the session the notes are for.
+    :param request: what to cover (``upto_uuid``, ``upto_index``) and why (``tokens``,
+        ``tool_calls``, ``reason``); a newer request may replace one not started yet.
+    :param state: this slot's persisted state, as in the phase hooks.
+    """
+
+
+@hookspec(firstresult=True)
+def extraction_idle(
+    session: Session, timeout: float, stale_after: float, state: HandlerState | dict[str, Any]
+) -> bool | None:
+    """Wait until no extraction is pending or running; answered by the extractor.
+
+    Called by a handler about to use the notes (memory-compact). Returns True when idle,
+    False when still busy after ``timeout`` seconds; None (no extractor) counts as idle.
+
+    :param session: the session whose extractions are waited for.
+    :param timeout: wait this many seconds at most.
+    :param stale_after: a run older than this many seconds is not waited for (False).
+    :param state: this slot's persisted state, as in the phase hooks.
+    """
+
+
+@hookspec
+def notes_written(
+    session: Session, notes: NotesRecord, state: HandlerState | dict[str, Any]
+) -> None:
+    """New session notes were written: every slot learns of them, in preset order.
+
+    Announced by the extractor with ``session.announce_notes(record)``, which journals the
+    record first; a reopened session, and every worker catching up, announces the newest
+    record again (one covering an entry no longer in the history is not announced).
+
+    :param session: the session the notes are for.
+    :param notes: the ``NotesRecord``: ``label`` (the file path for file notes),
+        ``upto_uuid`` (the last entry they cover) and ``version`` (opaque, or None).
+    :param state: this slot's persisted state, as in the phase hooks.
+    """
+
+
+@hookspec(firstresult=True)
+def notes_current(session: Session, state: HandlerState | dict[str, Any]) -> str | None:
+    """The current text of the session notes, answered by the handler that writes them.
+
+    Called by a handler that uses the notes (memory-compact); '' when they are missing or
+    unusable (the writer logs why), None when no slot writes notes.
+
+    :param session: the session the notes are for.
+    :param state: this slot's persisted state, as in the phase hooks.
+    """
+
+
 PHASE_HOOKS = ("pre_call", "post_sampling")
-SLOT_HOOKS = ("session_opened", "pre_call", "post_sampling", "session_closing")
+NOTES_HOOKS = ("extraction_requested", "extraction_idle", "notes_written", "notes_current")
+SLOT_HOOKS = ("session_opened", "pre_call", "post_sampling", "session_closing", *NOTES_HOOKS)

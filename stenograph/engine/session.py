@@ -20,8 +20,9 @@ from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, EntryError, entry_from_record, make_entry, response_entry
 from .errors import RequestError
 from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, StateReset
-from .extraction import ExtractionDesk
+from .extraction import NotesRecord
 from .history import History
+from .hooks import SessionHooks
 from .request import Request
 from .state import Stash
 from .store import JOURNAL_BYTES, check_session_id, encode_record
@@ -90,9 +91,10 @@ class Session:
         self._closed = False
         self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
-        self.extractions = ExtractionDesk(engine.has_extractor, state_lock=self._state_lock)
+        self._heard: NotesRecord | None = None  # the newest notes record the journal holds
         self._load()
         engine.bind_states(self)
+        self._announce_heard()
         self.run_in_background(COUNTS, encoding)  # the tokenizer loads off the call path
         self.engine.dispatch("session_opened", self)
 
@@ -306,6 +308,12 @@ class Session:
     # for handlers ----------------------------------------------------------------------
 
     @property
+    def hook(self) -> SessionHooks:
+        """``session.hook.<name>(**arguments)`` calls a hook on every slot, in preset order
+        (made on each use: the session holds no reference to it)."""
+        return SessionHooks(self.engine, self)
+
+    @property
     def previous_response(self) -> Entry | None:
         """The newest assistant entry."""
         return self._last_response
@@ -324,19 +332,13 @@ class Session:
             self._state["window"] = {"start": start.uuid, "preamble": list(preamble)}
             self._save_state_if_changed()
 
-    @property
-    def notes(self) -> dict[str, Any] | None:
-        """The session notes last written: ``{"path", "upto_uuid"}`` (None before any)."""
-        return self._state.get("notes")
-
-    def record_notes(self, path: str, upto_uuid: str, lease: Lease | None = None) -> None:
-        """An extractor wrote the notes at ``path``, covering the history up to
-        ``upto_uuid`` (safe from a background thread; journaled, fenced by the extraction
-        ``lease`` when given, so every worker sees it)."""
-        notes = {"path": path, "upto_uuid": upto_uuid}
+    def announce_notes(self, notes: NotesRecord, lease: Lease | None = None) -> None:
+        """An extractor wrote ``notes``: journal the record (fenced by the extraction
+        ``lease`` when given), so that every worker and a reopened session learn of it
+        too, then call ``notes_written`` on every slot. Safe from a background thread."""
         if self._store is not None:
-            self._store.append([{"op": "notes", **notes}], lease)
-        self.update_state(lambda: self._state.__setitem__("notes", notes))
+            self._store.append([_notes_op(notes)], lease)
+        self.hook.notes_written(notes=notes)
 
     def runtime_state(self, key: str) -> dict[str, Any]:
         """A dict for one handler slot's live objects in this session (never saved)."""
@@ -466,18 +468,11 @@ class Session:
         return [e for e, _ in changes]
 
     def _rebuild(self, entries: list[Entry]) -> None:
-        """The history rebuilt from ``entries``; what names entries that are gone is
-        dropped (the request window, the notes record, a pending extraction)."""
+        """The history rebuilt from ``entries``; a request window naming entries that are
+        gone is dropped (handlers check what their own state names)."""
         self.history.rebuild(entries)
         self._last_response = next((e for e in reversed(entries) if e.role == "assistant"), None)
         self._state["seen"] = min(self._state.get("seen", 0), len(entries))
-        with self._state_lock:
-            notes = self._state.get("notes")
-            if notes and notes.get("upto_uuid") not in self.history.by_uuid:
-                del self._state["notes"]
-        pending = self.extractions.pending
-        if pending is not None and pending.upto_uuid not in self.history.by_uuid:
-            self.extractions.pending = None
         window = self._state.get("window")
         if window is not None:
             self._load_window(window, quiet=True)
@@ -534,6 +529,14 @@ class Session:
                 self._load_state(state)
                 self._saved_state = copy.deepcopy(self._state)
             self._state_version = version
+        self._announce_heard()
+
+    def _announce_heard(self) -> None:
+        """Announce the newest notes record read from the journal, when it covers an entry
+        still in the history."""
+        heard, self._heard = self._heard, None
+        if heard is not None and heard.upto_uuid in self.history.by_uuid:
+            self.hook.notes_written(notes=heard)
 
     def _save_on_close(self) -> None:
         from ..stores.base import SessionBusy
@@ -607,10 +610,10 @@ class Session:
         self._state["seen"] = (
             seen if isinstance(seen, int) and 0 <= seen <= len(self.history) else 0
         )
-        notes = state.get("notes")
+        notes = state.get("notes")  # where versions before the notes hooks kept it too
         if notes is not None:
             if _is_notes(notes) and notes["upto_uuid"] in self.history.by_uuid:
-                self._state["notes"] = notes
+                self._heard = self._heard or NotesRecord(notes["path"], notes["upto_uuid"])
             else:
                 self._reset("notes", "the notes record is malformed or covers entries not kept")
         window = state.get("window")
@@ -673,9 +676,9 @@ class Session:
                 entry.sent_content = record["content"]
                 self.history.refresh(entry)
             elif op == "notes":
-                notes = {"path": record["path"], "upto_uuid": record["upto_uuid"]}
-                if notes["upto_uuid"] in self.history.by_uuid:
-                    self._state["notes"] = notes
+                self._heard = NotesRecord(
+                    str(record["path"]), str(record["upto_uuid"]), record.get("version")
+                )
             elif op == "edit":
                 entry = self.history.by_uuid[record["uuid"]]
                 fresh = make_entry({"role": entry.role, "content": record["content"]}, 0)
@@ -698,6 +701,12 @@ def _is_notes(value: Any) -> bool:
         and isinstance(value.get("path"), str)
         and isinstance(value.get("upto_uuid"), str)
     )
+
+
+def _notes_op(notes: NotesRecord) -> dict[str, Any]:
+    """The journal record of ``notes`` (the format every version reads)."""
+    record = {"op": "notes", "path": notes.label, "upto_uuid": notes.upto_uuid}
+    return record if notes.version is None else {**record, "version": notes.version}
 
 
 def _without_seen(state: dict[str, Any]) -> dict[str, Any]:

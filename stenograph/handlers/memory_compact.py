@@ -1,6 +1,8 @@
 """memory-compact: when the context fills up, the session notes replace the history they
 cover, and the most recent messages are kept verbatim (Claude Code's session-memory
-compaction). The boundary is stored, so later requests keep the same prefix."""
+compaction). The boundary is stored, so later requests keep the same prefix. It learns of
+the notes through the notes hooks (``notes_written``, ``extraction_idle``,
+``notes_current``), whichever handler writes them."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from pydantic import Field, model_validator
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
 from ..engine.events import Event
+from ..engine.extraction import NotesRecord
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.notes import headings, read_notes, sections
 from ..engine.session import Session
 from ..engine.settings import HandlerSettings
-from ..engine.state import HandlerState
+from ..engine.state import HandlerState, StateKey
 from ..engine.tokens import count_tiktoken, encoding
 
 log = logging.getLogger("stenograph.handlers.memory_compact")
@@ -116,6 +119,15 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
     State = MemoryCompactState
     blocking = True  # waits for a running extraction before compacting
 
+    def __init__(self, settings: MemoryCompactSettings, slot: int = 0) -> None:
+        super().__init__(settings, slot)
+        self.notes_key = StateKey[NotesRecord](f"{slot}:{self.name}:notes")
+
+    @hookimpl
+    def notes_written(self, session: Session, notes: NotesRecord) -> None:
+        """Remember the newest notes (announced again when the session reopens)."""
+        session.stash[self.notes_key] = notes
+
     @hookimpl
     def pre_call(self, session: Session, call: PreCallCall, state: MemoryCompactState) -> None:
         """Compact when the context reached the threshold; inject resume notes once."""
@@ -141,23 +153,24 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
     ) -> str:
         """Compact, or return why not."""
         s = self.settings
-        if not session.extractions.wait_idle(s.wait_seconds, s.stale_seconds):
+        idle = session.hook.extraction_idle(timeout=s.wait_seconds, stale_after=s.stale_seconds)
+        if idle is False:
             return "an extraction is still running after the wait"
-        notes = session.notes
-        if not notes:
+        notes = session.stash.get(self.notes_key, None)
+        if notes is None:
             return "no notes yet"
-        text = _read(notes["path"])
-        if text is None or not text.strip():
-            return f"the notes file {notes['path']} is missing or empty"
+        text = session.hook.notes_current()
+        if not text or not text.strip():
+            return f"the notes file {notes.label} is missing or empty"
         if _template_only(text):
             return "the notes hold nothing beyond the template"
-        covered = session.history.by_uuid.get(notes["upto_uuid"])
+        covered = session.history.by_uuid.get(notes.upto_uuid)
         if covered is None:
             return "the entry the notes cover up to is not in the history"
         start = self._start(session, covered.index + 1)
         if start is None:
             return "no place to cut that keeps tool calls and their results together"
-        preamble = [{"role": "user", "content": self._summary(text, notes["path"])}]
+        preamble = [{"role": "user", "content": self._summary(text, notes.label)}]
         after = self._tokens_after(session, start, preamble, tokens)
         if after >= s.threshold:
             return f"still {after:,} tokens after compaction (threshold {s.threshold:,})"

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..engine.context import PostSamplingCall
 from ..engine.events import Event
-from ..engine.extraction import ExtractionRequest
+from ..engine.extraction import ExtractionRequest, request_extraction
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
@@ -75,14 +75,15 @@ class UpdateThreshold(Handler[UpdateThresholdSettings]):
     def post_sampling(
         self, session: Session, call: PostSamplingCall, state: UpdateThresholdState
     ) -> None:
-        """Decide, record the decision, and file an extraction request when it is positive."""
+        """Decide, record the decision, and request an extraction when it is positive."""
         response = call.response
         if response is None:
             return
         figures = self.decide(session, state, not response.tool_use_ids)
         call.emit(ThresholdDecision, response_uuid=response.uuid, **figures)
         if figures["extract"]:
-            session.extractions.file(
+            request_extraction(
+                session,
                 ExtractionRequest(
                     upto_uuid=response.uuid,
                     upto_index=response.index,
@@ -91,7 +92,7 @@ class UpdateThreshold(Handler[UpdateThresholdSettings]):
                     reason=figures["reason"],
                     filed_at=call.now,
                     on_success=lambda request: _advance(state, request),
-                )
+                ),
             )
 
     def decide(self, session: Session, state: UpdateThresholdState, quiet: bool) -> dict[str, Any]:

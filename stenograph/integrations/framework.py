@@ -127,7 +127,8 @@ class SessionPool:
     def _notes_services(
         self, settings: Callable[[], ModelSettings] | None
     ) -> tuple[dict[str, Any], tuple[str, str] | None]:
-        if "anthropic" in self._services or not self.engine.has_extractor or settings is None:
+        writes = self.engine.implements("extraction_requested")
+        if "anthropic" in self._services or not writes or settings is None:
             return self._services, None
         found = settings()
         if found.problem is not None:

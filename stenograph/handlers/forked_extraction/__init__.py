@@ -1,9 +1,12 @@
 """forked-extraction: an isolated background copy of the agent writes the session notes.
 
-It takes the extraction requests that update-threshold files, and runs — in the
+It takes the extraction requests that update-threshold files (the ``extraction_requested``
+hook), and runs — in the
 background, on a snapshot — either a fork of the agent through the Anthropic API (same
 model, system, tools and messages as the main thread, so its prompt cache is reused; only
-edits of the notes file pass the tool gate) or the deterministic offline writer.
+edits of the notes file pass the tool gate) or the deterministic offline writer. It
+announces the notes written (``notes_written``) and answers ``extraction_idle`` and
+``notes_current`` for the handlers using them.
 """
 
 from __future__ import annotations
@@ -22,16 +25,16 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...engine.context import PostSamplingCall
 from ...engine.events import Event
-from ...engine.extraction import ExtractionRequest
+from ...engine.extraction import ExtractionRequest, NotesRecord
 from ...engine.files import read_small_text
 from ...engine.handler import Handler
 from ...engine.hookspecs import hookimpl
-from ...engine.notes import MAX_NOTES_CHARS, sections
+from ...engine.notes import MAX_NOTES_CHARS, NotesUnreadable, sections
 from ...engine.session import Session
 from ...engine.settings import HandlerSettings
 from ...engine.state import StateKey
+from .desk import ExtractionDesk
 from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, ToolCallRefused
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
@@ -107,6 +110,7 @@ class Writer:
     """The notes writer's live objects in one session (never persisted)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
+    desk: ExtractionDesk = field(default_factory=ExtractionDesk)
     busy: bool = False
     backend: tuple[str, Any] | None = None
     facts: Facts | None = None
@@ -119,7 +123,6 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
     name = "forked-extraction"
     phase = "post-sampling"
     summary = "An isolated background fork of the agent writes the session-memory file."
-    takes_extraction_requests = True
     Settings = ForkedExtractionSettings
 
     def __init__(self, settings: ForkedExtractionSettings, slot: int = 0) -> None:
@@ -133,19 +136,32 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         return session.stash.setdefault(self.writer_key, Writer())
 
     @hookimpl
-    def post_sampling(self, session: Session, call: PostSamplingCall) -> None:
-        """Snapshot the pending request's context; start the worker unless one runs."""
-        request = session.extractions.pending
-        if request is None:
-            return
+    def extraction_requested(self, session: Session, request: ExtractionRequest) -> bool:
+        """Take the request with a snapshot of the last request; start the worker unless
+        one runs (a request waiting for it is coalesced into this one)."""
         writer = self.writer(session)
         with writer.lock:
-            if request.context is None:
-                request.context = self._context(session, call)
+            writer.desk.file(request, self._context(session))
             if writer.busy:
-                return
+                return True
             writer.busy = True
         session.run_in_background("notes", lambda: self._work(session, writer))
+        return True
+
+    @hookimpl
+    def extraction_idle(self, session: Session, timeout: float, stale_after: float) -> bool:
+        """Wait (bounded) until this slot has no extraction pending or running."""
+        return self.writer(session).desk.wait_idle(timeout, stale_after)
+
+    @hookimpl
+    def notes_current(self, session: Session) -> str:
+        """The notes file's text ('' when missing or unusable: logged)."""
+        memory = self.memory_file(session)
+        try:
+            return memory.read()
+        except NotesUnreadable as exc:
+            log.warning("session %s: notes not used: %s", session.id, exc)
+            return ""
 
     @hookimpl
     def session_opened(self, session: Session) -> None:
@@ -174,22 +190,27 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         try:
             while True:
                 with writer.lock:
-                    request = session.extractions.take()
-                    if request is None:
+                    taken = writer.desk.take()
+                    if taken is None:
                         writer.busy = False
                         return
+                request, context = taken
                 try:
-                    with session.traced("extraction", request):
-                        self._extract(session, request)
+                    if request.upto_uuid in session.history.by_uuid:
+                        with session.traced("extraction", request):
+                            self._extract(session, request, context)
+                    else:  # the history was cut back meanwhile
+                        request.status = "dropped"
                 finally:
                     if request.status == "running":  # _extract raised before reporting
-                        session.extractions.finish(request, ok=False, error="interrupted")
+                        request.settle(session, ok=False, error="interrupted")
+                    writer.desk.done(request)
         except BaseException:
             with writer.lock:
                 writer.busy = False
             raise
 
-    def _extract(self, session: Session, request: ExtractionRequest) -> None:
+    def _extract(self, session: Session, request: ExtractionRequest, context: ForkContext) -> None:
         backend, client = self._backend(session)
         memory = self.memory_file(session)
         path = str(memory.path)
@@ -206,13 +227,13 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
                 facts = self._facts(session).feed(session.history.entries[: request.upto_index + 1])
                 workspace.rewrite(offline_notes(self.template, facts))
             else:
-                result = self._fork(client, request.context, workspace)
+                result = self._fork(client, context, workspace)
             self._save(memory, workspace)
         except Exception as exc:  # any failure: logged, an event, the state not advanced
             error = f"{type(exc).__name__}: {exc}"
             log.warning("session %s: notes not written (%s)", session.id, error)
             self._emit(session, ExtractionFailed, backend=backend, path=path, error=error)
-            session.extractions.finish(request, ok=False, error=error)
+            request.settle(session, ok=False, error=error)
             return
         finally:
             self._report_refusals(session, workspace)
@@ -228,8 +249,8 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             **usage,
         )
         log.info("session %s: notes written to %s (%s)", session.id, path, backend)
-        session.record_notes(path, request.upto_uuid)
-        session.extractions.finish(request, ok=True)
+        session.announce_notes(NotesRecord(path, request.upto_uuid))
+        request.settle(session, ok=True)
 
     def _fork(self, client: Any, context: ForkContext, workspace: Workspace) -> ForkResult:
         mode = self._mode(context)
@@ -352,8 +373,8 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             log.warning("session %s: fork tool call refused: %s", session.id, detail)
             self._emit(session, ToolCallRefused, tool=tool, detail=detail)
 
-    def _context(self, session: Session, call: PostSamplingCall) -> ForkContext:
-        last = call.request or {}
+    def _context(self, session: Session) -> ForkContext:
+        last = session.last_request or {}
         return ForkContext(
             model=self.settings.model or str(last.get("model") or "claude-sonnet-4-6"),
             system=last.get("system"),
