@@ -64,7 +64,7 @@ class History:
         self._ids: list[MessageIds] = []  # the request guard's view of _messages
         self._use_counts: dict[Any, int] = {}  # tool_use ids over _messages
         self._repeated_uses = 0  # tool_use ids counted more than once
-        self._runs: list[list[Entry]] = []
+        self._runs: list[list[Entry] | tuple[Entry]] = []  # a list once it holds two
         self._message_of: dict[int, int] = {}
         self._changed: set[int] = set()
         self._anchors: dict[str, _Anchor] = {}
@@ -161,17 +161,23 @@ class History:
 
     def _place(self, entry: Entry) -> None:
         if self._runs and self._runs[-1][0].role == entry.role:
-            self._runs[-1].append(entry)
+            run = self._runs[-1]
+            if isinstance(run, tuple):
+                run = self._runs[-1] = list(run)
+            run.append(entry)
             self._message_of[entry.index] = len(self._runs) - 1
             self._extend_last(entry)
             return
         index = len(self._messages)
-        self._runs.append([entry])
+        self._runs.append((entry,))
         self._message_of[entry.index] = index
         message = {"role": entry.role, "content": self.rendered(entry)}
         self._messages.append(message)
         self._ids.append(MessageIds(entry.role, (), ()))
-        self._set_ids(index, message_ids(message))
+        ids = message_ids(message)
+        if ids.uses == entry.tool_use_ids and ids.results == entry.tool_result_ids:
+            ids = ids._replace(uses=entry.tool_use_ids, results=entry.tool_result_ids)  # shared
+        self._set_ids(index, ids)
 
     def _extend_last(self, entry: Entry) -> None:
         """Add ``entry`` to the last message without re-merging its whole run (what
@@ -422,12 +428,13 @@ class History:
             entry.placeholders = tuple(b["content"] for b in results)
 
     @staticmethod
-    def usual_saving(entry: Entry) -> int | None:
-        """The saving of the usual memorize (nothing kept, inputs whole) when ``count``
-        made it (None otherwise)."""
-        if entry.reduced < 0 or entry.tokens < 0 or entry.sent_content is not None:
+    def usual_savings(entries: list[Entry]) -> int | None:
+        """The tokens the usual memorize (nothing kept, inputs whole) of ``entries`` saves,
+        from the counts ``count`` made (None when one is missing)."""
+        savings = [e.tokens - e.reduced for e in entries if e.reduced >= 0 <= e.tokens]
+        if len(savings) < len(entries) or any(e.sent_content is not None for e in entries):
             return None
-        return max(0, entry.tokens - entry.reduced)
+        return sum(n for n in savings if n > 0)
 
     def saving(
         self, entry: Entry, keep: set[str], reduce_inputs: bool, *, count: bool = True

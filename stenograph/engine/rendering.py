@@ -73,6 +73,8 @@ def _reduce(
 def prepared_form(content: list[dict[str, Any]], texts: tuple[str, ...]) -> list[dict[str, Any]]:
     """``reduce_content(content, NO_MEMO, ...)`` from the placeholder texts it made before
     (one per tool_result block, in order)."""
+    if len(content) == 1:  # one tool result alone: the usual case
+        return [_placeholder(content[0], texts[0])]
     left = iter(texts)
     return [
         _placeholder(b, next(left)) if b.get("type") == "tool_result" else b for b in content

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, field_validator
@@ -152,7 +153,7 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
             EntriesMemorized,
             gap_seconds=gap,
             threshold_seconds=threshold,
-            uuids=tuple(e.uuid for e in marked),
+            uuids=tuple(map(attrgetter("uuid"), marked)),
             tokens_saved=saved,
             estimated=bool(missing),
         )
@@ -169,9 +170,9 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
         reduce, exact = self.settings.reduce_tool_inputs, self.settings.min_tokens_saved > 0
         if not kept and not reduce:  # the usual memorize: every count was made in advance
             candidates = [e for e in candidates if e.tool_result_ids]  # others: sent as is
-            savings = [history.usual_saving(e) for e in candidates]
-            if None not in savings:
-                return sum(cast(list[int], savings)), []
+            counted = history.usual_savings(candidates)
+            if counted is not None:
+                return counted, []
         saved, missing = 0, []
         for entry in candidates:
             tokens = history.saving(entry, kept, reduce, count=exact)
