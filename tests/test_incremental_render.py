@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import stenograph
@@ -60,12 +60,13 @@ class Conversation:
         if kind in ("user", "assistant"):
             session.append({"role": kind, "content": [{"type": "text", "text": step[1]}]})
         elif kind == "turn":  # a response calling tools, then their results
-            self.apply(("calls", step[1], "Read"))
+            self.apply(("calls", step[1], "Bash" if step[2] else "Read"))
             self.apply(("results", step[1], step[2], step[3]))
         elif kind == "calls":
             uses = [self._use(step[2]) for _ in range(step[1])]
             self.pending = [u["id"] for u in uses]
-            session.post_sampling({"content": [{"type": "text", "text": "calling"}, *uses]})
+            text = [] if step[2] == "Bash" else [{"type": "text", "text": "calling"}]
+            session.post_sampling({"content": [*text, *uses]})
         elif kind == "results":
             self._results(step[1], step[2], step[3])
         elif kind == "memorize" and history.entries:
@@ -155,6 +156,15 @@ def rendered_from_scratch(history: History) -> list[dict[str, Any]]:
 
 @PROPERTY
 @given(steps)
+@example([("turn", 1, True, "ok"), ("memorize", 9, False, False, False), ("edit", 0, "more")])
+@example(
+    [
+        ("turn", 1, True, "a"),
+        ("memorize", 9, False, False, False),
+        ("turn", 1, True, "b"),
+        ("truncate", 2),
+    ]
+)
 def test_the_kept_request_equals_a_full_rebuild(plan):
     conversation = Conversation()
     conversation.session.append({"role": "user", "content": "Start."})

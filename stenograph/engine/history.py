@@ -153,7 +153,7 @@ class History:
             return entry.content
         if entry.render is None:
             texts, content = entry.placeholders, entry.content
-            if texts is not None and isinstance(content, list) and _usual(entry, entry.memo or {}):
+            if texts and isinstance(content, list) and _usual(entry, entry.memo or {}):
                 entry.render = prepared_form(content, texts)
             else:
                 entry.render = render_content(entry, self.tool_name)
