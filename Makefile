@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+HARNESS ?= .venv-harness
 
 .PHONY: demo test lint bench
 
@@ -14,9 +15,15 @@ test: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check stenograph tests benchmarks examples
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(HARNESS)/bin/python
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python benchmarks/engine_overhead.py
+	$(BIN)/python benchmarks/clearing_peers.py --harness-python $(HARNESS)/bin/python
+
+# pydantic-ai-harness pins its own pydantic-ai-slim: its benchmark lane runs in this venv
+$(HARNESS)/bin/python:
+	$(PYTHON) -m venv $(HARNESS)
+	$(HARNESS)/bin/pip install -q pydantic-ai-harness
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -37,23 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-from benchlib import (
-    MODEL,
-    SEED,
-    SYSTEM_PROMPT,
-    TOOLS,
+from benchlib.history import MODEL, SEED, SYSTEM_PROMPT, TOOLS
+from benchlib.report import Log, cli, finish, machine, quiet_model_deprecation, warm_tokenizer
+from benchlib.transcripts import (
     Conversation,
-    Log,
-    cli,
     demo_conversation,
-    finish,
     largest_real_sessions,
-    machine,
-    messages_server,
     no_transcripts_note,
-    quiet_model_deprecation,
     synthetic_conversation,
-    warm_tokenizer,
 )
 
 import stenograph
@@ -62,7 +53,7 @@ from stenograph.engine.notes import sections
 from stenograph.engine.tokens import content_tokens, count_tiktoken
 from stenograph.handlers.forked_extraction.gate import OWN_TOOL_NAME, replace_once
 from stenograph.handlers.forked_extraction.offline import Facts, offline_notes
-from stenograph.testing import Reply
+from stenograph.testing import MessagesServer, Reply
 from stenograph.testing.messages_server import RecordedRequest
 
 MODES = ("host-tool", "rewrite", "own-tool")
@@ -203,7 +194,7 @@ class Drive:
 
 def drive(conversation: Conversation, mode: str, scratch: Path) -> Drive:
     """Replay ``conversation`` on the default preset with the fork in ``mode``."""
-    with messages_server() as server:
+    with MessagesServer() as server:
         client = anthropic.Anthropic(api_key="x", base_url=server.url, max_retries=0)
         notes = scratch / mode / "{session_id}" / "session-memory.md"
         overrides = {
@@ -589,7 +580,6 @@ def per_fork(totals: dict[str, Any], key: str) -> float:
 
 def print_report(results: dict[str, Any]) -> None:
     """Human-readable tables (figures per fork, averaged over the forks of the replay)."""
-    print(f"machine: {results['machine']}")
     if results["note"]:
         print(results["note"])
     for name, conversation in results["conversations"].items():

@@ -25,47 +25,27 @@ Run ``python benchmarks/fork_overhead.py [--quick] [--json]``; see ``benchmarks/
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anthropic
-from benchlib import (
-    MODEL,
-    SEED,
-    SYSTEM_PROMPT,
-    T0,
-    TOOLS,
-    HistoryCache,
-    Log,
-    Samples,
-    Synth,
-    cli,
-    finish,
-    fmt_us,
-    machine,
-    messages_server,
-    ratio,
-    rotated,
-    stream_seed,
-    verdict,
-    warm_tokenizer,
-)
+from benchlib.engines import engine_of
+from benchlib.history import MODEL, SYSTEM_PROMPT, TOOLS, HistoryCache
+from benchlib.lanes import SessionLane, interleave
+from benchlib.report import Log, cli, finish, machine, warm_tokenizer
+from benchlib.stats import fmt_us, ratio, verdict
 
 import stenograph
-from stenograph.engine.presets import Preset, SlotSpec
-from stenograph.testing import Reply
+from stenograph.testing import MessagesServer, Reply
 from stenograph.testing.messages_server import RecordedRequest
 
 SIZES = (200, 2_000)
 CALLS, QUICK_CALLS = 1_000, 40
-WARMUP = 2
-MAX_GROWTH = 0.10
 TARGET = 1.2
 HOLD_LIMIT_S = 600.0  # a held fork is released at the latest after this (never, in practice)
 SMALL_USAGE = {  # context size 600 < minimumTokensBetweenUpdate: the decision is negative
@@ -75,7 +55,7 @@ SMALL_USAGE = {  # context size 600 < minimumTokensBetweenUpdate: the decision i
     "output_tokens": 90,
 }
 KINDS = ("free", "held", "held, filing")
-TIMED, WARM, TRIGGER = 0, 1, 2  # streams of synthetic turns
+TRIGGER = 9  # the stream of the turn that starts a fork
 NOTES = re.compile(r'<notes path="([^"]+)">\n(.*)\n</notes>', re.DOTALL)
 
 
@@ -84,7 +64,7 @@ class ForkServer:
     the others at once with their unchanged notes as a full rewrite."""
 
     def __init__(self) -> None:
-        self.server = messages_server()
+        self.server = MessagesServer()
         self.server.responder = self.respond
         self.gates: dict[str, threading.Event] = {}
         self.arrived: dict[str, threading.Event] = {}
@@ -130,7 +110,7 @@ class ForkServer:
         self.server.close()
 
 
-def make_engine(scratch: Path, client: anthropic.Anthropic) -> stenograph.Engine:
+def fork_engine(scratch: Path, client: anthropic.Anthropic) -> stenograph.Engine:
     """update-threshold (init 1,000 / growth 5,000 / 1 tool call) + forked-extraction on the
     anthropic backend, rewrite mode, notes under ``scratch/<session_id>/``."""
     threshold = {
@@ -146,61 +126,37 @@ def make_engine(scratch: Path, client: anthropic.Anthropic) -> stenograph.Engine
         "maxRetries": 0,
         "maxTurns": 2,
     }
-    slots = (
-        SlotSpec("update-threshold", (("bench", threshold),), "handlers[0]"),
-        SlotSpec("forked-extraction", (("bench", fork),), "handlers[1]"),
-    )
-    preset = Preset(name="fork-bench", description="", strict=True, slots=slots, label="bench")
-    return stenograph.Engine(preset, services={"anthropic": client})
+    slots = {"update-threshold": threshold, "forked-extraction": fork}
+    return engine_of("fork-bench", slots, services={"anthropic": client})
 
 
 @dataclass
-class Lane:
-    """One kind of session at one size, rebuilt (untimed) from a fresh shared history when
-    it grew by more than ``MAX_GROWTH``; each build starts (and, for ``free``, finishes) a
-    fork before any call is timed."""
+class ForkLane(SessionLane):
+    """One kind of session; each history starts (and, for ``free``, finishes) a fork before
+    any call is timed."""
 
-    kind: str
-    size: int
-    engine: stenograph.Engine
-    forks: ForkServer
-    histories: HistoryCache
-    scratch: Path
-    samples: Samples = field(init=False)
-    builds: int = 0
+    forks: ForkServer | None = None
     positive: int = 0
     held_while_timed: bool = True
-    session: Any = None
-    synth: Synth | None = None
-
-    def __post_init__(self) -> None:
-        self.samples = Samples(f"{self.kind} @ {self.size:,}")
 
     @property
     def holds(self) -> bool:
         """Whether this lane's fork is held while timed."""
-        return self.kind != "free"
+        return self.name != "free"
 
-    def rebuild(self) -> None:
-        """Fresh session and history; the first call starts the fork (held or finished)."""
-        self.close()
-        seed = SEED + self.size * 1_000 + self.builds
-        messages, self.synth = self.histories.get(self.size, seed)
-        self.clock = stenograph.ManualClock(T0)
-        session_id = f"{self.kind.replace(', ', '-')}-{self.size}-{self.builds}"
+    def open(self, messages: list[dict[str, Any]]) -> None:
+        """Fresh session and history; the trigger call starts the fork (held or finished)."""
+        assert self.forks is not None
+        slug = re.sub(r"[^a-z0-9]+", "-", self.name.lower())
         if self.holds:
-            self.forks.hold(session_id)
-        self.session = self.engine.open_session(session_id, state_dir=None, clock=self.clock)
-        for message in messages:
-            self.session.append(message)
-        self.call(TRIGGER, self.builds, natural_usage=True)  # positive: the fork starts
+            self.forks.hold(f"{slug}-{self.size}-{self.builds}")
+        super().open(messages)
+        self.run(self.prepare(TRIGGER, self.builds, natural_usage=True))  # positive
         self._settle_fork()
-        for index in range(WARMUP):
-            self.call(WARM, self.builds * WARMUP + index)
-        self.builds += 1
 
     def _settle_fork(self) -> None:
         """``free``: wait for the fork to finish; held kinds: until it is at the server."""
+        assert self.forks is not None
         session = self.session
         if self.holds:
             if not self.forks.wait_arrived(session.id):
@@ -211,64 +167,59 @@ class Lane:
         if not any(e.kind == "ExtractionFinished" for e in session.events):
             raise RuntimeError(f"{session.id}: the fork failed: {session.events[-1]}")
 
-    def timed(self, index: int) -> None:
-        """One timed call; rebuilds first when the history grew too much."""
-        if self.session is None or len(self.session.history) >= self.size * (1 + MAX_GROWTH):
-            self.rebuild()
-        seen = len(self.session.events)
-        self.samples.add_ns(self.call(TIMED, index))
-        self.positive += sum(
-            1 for e in self.session.events[seen:] if e.kind == "ThresholdDecision" and e.extract
-        )
-        if self.holds and self.session.wait_for_background(0):
-            self.held_while_timed = False  # the fork ended: the figures would be wrong
+    def settle(self) -> None:
+        """Nothing is awaited: a held fork keeps running, a free one has finished."""
 
-    def call(self, stream: int, index: int, natural_usage: bool = False) -> int:
-        """Append the tool results (untimed), then time ``pre_call`` + ``post_sampling``.
-        ``free`` and ``held`` answer with a small usage (negative decision); ``held,
-        filing`` (and the trigger call) keep the generator's growing usage (positive)."""
-        assert self.synth is not None
-        synth, session = self.synth, self.session
-        synth.reseed(stream_seed(stream, index))
-        user, assistant = synth.turn(tools_only=True)
-        if not natural_usage and self.kind != "held, filing":
+    def prepare(
+        self, stream: int, index: int, natural_usage: bool = False
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The next turn, its tool results appended (untimed). ``free`` and ``held`` answer
+        with a small usage (negative decision); ``held, filing`` (and the trigger call) keep
+        the generator's growing usage (positive)."""
+        user, assistant = super().prepare(stream, index)
+        if not natural_usage and self.name != "held, filing":
             assistant["usage"] = dict(SMALL_USAGE)
-        self.clock.advance(synth.rng.uniform(2.0, 45.0))
-        assistant["timestamp"] = self.clock.now + synth.rng.uniform(1.0, 30.0)
-        session.append(user)
+        self.session.append(user)
+        return user, assistant
+
+    def run(self, turn: tuple[dict[str, Any], dict[str, Any]]) -> int:
+        """``pre_call`` + ``post_sampling`` timed; nanoseconds."""
+        assistant, session = turn[1], self.session
+        seen = len(session.events)
         start = time.perf_counter_ns()
         session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
         session.post_sampling(assistant)
         elapsed = time.perf_counter_ns() - start
         self.clock.set(assistant["timestamp"])
+        events = session.events[seen:]
+        self.positive += sum(1 for e in events if e.kind == "ThresholdDecision" and e.extract)
+        if self.holds and session.wait_for_background(0):
+            self.held_while_timed = False  # the fork ended: the figures would be wrong
         return elapsed
 
     def close(self) -> None:
-        """Release a held fork, let it finish, close the session, drop its notes."""
-        if self.session is None:
-            return
-        self.forks.release(self.session.id)
-        self.session.close()
-        shutil.rmtree(self.scratch / self.session.id, ignore_errors=True)
-        self.session = None
+        """Release a held fork, let it finish, close the session."""
+        if self.session is not None and self.forks is not None:
+            self.forks.release(self.session.id)
+        super().close()
 
 
 def run_size(
-    size: int, calls: int, engine: stenograph.Engine, forks: ForkServer, scratch: Path, log: Log
+    size: int, calls: int, engine: stenograph.Engine, forks: ForkServer, log: Log
 ) -> dict[str, Any]:
     """Every kind at one size, interleaved round by round."""
     histories = HistoryCache()
-    lanes = [Lane(kind, size, engine, forks, histories, scratch) for kind in KINDS]
+    lanes = [
+        ForkLane(kind, size, histories, engine=engine, by_calls=False, forks=forks)
+        for kind in KINDS
+    ]
     log(f"{size:,} entries: {len(lanes)} lanes x {calls} calls")
-    for index in range(calls):
-        for lane in rotated(lanes, index):
-            lane.timed(index)
+    interleave(lanes, calls)
     for lane in lanes:
-        lane.samples.note = f"{lane.positive} positive decisions, {lane.builds} sessions"
-        lane.close()
-    by_kind = {lane.kind: lane for lane in lanes}
+        lane.samples.note += f"; {lane.positive} positive decisions"
+    by_kind = {lane.name: lane for lane in lanes}
     return {
-        "samples": {lane.kind: lane.samples for lane in lanes},
+        "samples": {lane.name: lane.samples for lane in lanes},
         "held_while_timed": all(lane.held_while_timed for lane in lanes if lane.holds),
         "ratios": {
             "held / free": ratio(by_kind["held"].samples, by_kind["free"].samples),
@@ -290,10 +241,10 @@ def run_all(quick: bool, log: Log) -> dict[str, Any]:
     client = anthropic.Anthropic(api_key="x", base_url=forks.server.url, max_retries=0)
     try:
         with tempfile.TemporaryDirectory(prefix="stenograph-bench-") as tmp:
-            engine = make_engine(Path(tmp), client)
+            engine = fork_engine(Path(tmp), client)
             for size in SIZES:
                 calls = QUICK_CALLS if quick else CALLS
-                results["sizes"][str(size)] = run_size(size, calls, engine, forks, Path(tmp), log)
+                results["sizes"][str(size)] = run_size(size, calls, engine, forks, log)
     finally:
         forks.close()
     results["server_errors"] = [repr(e) for e in forks.server.errors]
@@ -308,7 +259,6 @@ def run_all(quick: bool, log: Log) -> dict[str, Any]:
 
 def print_report(results: dict[str, Any]) -> None:
     """Human-readable tables."""
-    print(f"machine: {results['machine']}")
     print(f"GIL switch interval {results['switch_interval_s'] * 1e3:.0f} ms")
     print("\npre_call + post_sampling per call on the main thread, median / p90")
     for size, r in results["sizes"].items():

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import shutil
 import statistics
 import sys
 import tempfile
@@ -45,35 +44,21 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-from benchlib import (
-    MODEL,
-    SEED,
-    SYSTEM_PROMPT,
-    T0,
-    TOOLS,
-    HistoryCache,
-    Log,
-    Samples,
-    cli,
-    finish,
-    fmt_us,
-    machine,
-    messages_server,
-    quiet_model_deprecation,
-    rotated,
-    warm_tokenizer,
-)
+from benchlib.engines import make_engine
+from benchlib.history import MODEL, SYSTEM_PROMPT, T0, TOOLS, HistoryCache
+from benchlib.lanes import Lane, interleave
+from benchlib.report import Log, cli, finish, machine, quiet_model_deprecation, warm_tokenizer
+from benchlib.stats import Samples, fmt_us
 
 import stenograph
 from stenograph.engine.entries import copy_json
 from stenograph.integrations.anthropic import wrap
-from stenograph.testing import Reply
+from stenograph.testing import MessagesServer, Reply
 
 SIZES = (10, 100, 500)
 CALLS = {10: 600, 100: 600, 500: 200}
 QUICK_CALLS = {10: 20, 100: 20, 500: 12}
 WARMUP = 1
-MAX_GROWTH = 0.10
 MAX_TOKENS = 1024
 TARGET_PERCENT = 5.0
 VARIANTS = (
@@ -102,7 +87,7 @@ def reply_content() -> str:
 def serve(conn: Connection) -> None:
     """Child process: serve the same reply to every request until told to stop."""
     quiet_model_deprecation()
-    server = messages_server()
+    server = MessagesServer()
     server.default = Reply.tool_use(
         "Write",
         {"file_path": "/repo/src/app/session_core.py", "content": reply_content()},
@@ -162,77 +147,43 @@ class FloorClient:
         return response
 
 
-def make_engine(variant: str, scratch: Path) -> stenograph.Engine | None:
-    """The engine of a wrapped variant (None for ``direct``)."""
+def variant_engine(variant: str, scratch: Path) -> stenograph.Engine | None:
+    """The engine of a wrapped variant (None for the unwrapped ones)."""
     if "wrap(" not in variant:
         return None
-    if variant == "wrap(inactivity-only)":
-        return stenograph.Engine.from_preset("inactivity-only")
-    notes = scratch / "notes" / "{session_id}" / "session-memory.md"
-    overrides = {"forked-extraction": {"backend": "offline", "memory_path": str(notes)}}
-    return stenograph.Engine.from_preset("default", overrides=overrides)
+    return make_engine(variant.split("wrap(")[1][:-1], scratch)
 
 
 @dataclass
-class Lane:
+class WrapLane(Lane):
     """One variant at one size: a host's message list (and, wrapped, its session)."""
 
-    variant: str
-    size: int
-    engine: stenograph.Engine | None
-    client: Any
-    histories: HistoryCache
-    scratch: Path
-    samples: Samples = field(init=False)
-    starting: Samples = field(init=False)
-    builds: int = 0
-    done: int = 0
+    engine: stenograph.Engine | None = None
+    client: Any = None
+    loop: asyncio.AbstractEventLoop | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     session: Any = None
     api: Any = None
-
-    loop: asyncio.AbstractEventLoop | None = None
+    starting: Samples = field(init=False)
 
     def __post_init__(self) -> None:
-        self.samples = Samples(f"{self.variant} @ {self.size}")
-        self.starting = Samples(f"{self.variant} @ {self.size}, calls starting a notes write")
-        self.per_build = max(1, int(self.size * MAX_GROWTH / 2))
+        super().__post_init__()
+        self.starting = Samples(f"{self.name} @ {self.size}, calls starting a notes write")
 
-    def rebuild(self) -> None:
-        """A fresh history of ``size - 2 * WARMUP`` messages ending with tool calls, then
-        ``WARMUP`` untimed calls: timed calls start at ``size`` messages."""
-        self.close()
-        built, _ = self.histories.get(self.size - 2 * WARMUP, SEED + self.size + self.builds)
-        self.messages = [plain(m) for m in built]
-        self.api = FloorClient(self.client) if self.variant == "floor" else self.client
+    def open(self, messages: list[dict[str, Any]]) -> None:
+        """The host's list (role and content only) and, wrapped, a session holding it."""
+        self.messages = [plain(m) for m in messages]
+        self.api = FloorClient(self.client) if self.name == "floor" else self.client
         if self.engine is not None:
             self.clock = stenograph.ManualClock(T0)
-            preset = self.variant.split("wrap(")[1][:-1]
-            session_id = f"{preset}-{self.size}-{self.builds}"
+            session_id = f"{self.size}-{self.builds}"
             self.session = self.engine.open_session(session_id, state_dir=None, clock=self.clock)
             for message in self.messages:
                 self.session.append(message)
             self.api = wrap(self.client, self.session)
-        self.builds += 1
-        self.done = 0
-        for _ in range(WARMUP):
-            self.call()
 
-    def timed(self) -> None:
-        """One timed call (rebuilding first when the history grew enough)."""
-        if self.done >= self.per_build:
-            self.rebuild()
-        seen = len(self.session.events) if self.session is not None else 0
-        elapsed = self.call()
-        self.samples.add_ns(elapsed)
-        if self.session is not None and any(
-            e.kind == "ExtractionStarted" for e in self.session.events[seen:]
-        ):
-            self.starting.add_ns(elapsed)
-        self.done += 1
-
-    def call(self) -> int:
-        """The tool result in, one ``messages.create`` timed, the reply kept; nanoseconds."""
+    def prepare(self, stream: int, index: int) -> None:
+        """The tool results of the last reply's calls, appended to the host's list."""
         last = self.messages[-1]["content"]
         results = [
             {"type": "tool_result", "tool_use_id": block["id"], "content": TOOL_RESULT}
@@ -240,8 +191,12 @@ class Lane:
             if isinstance(block, dict) and block.get("type") == "tool_use"
         ]
         self.messages.append({"role": "user", "content": results})
-        if self.engine is not None:
+        if self.session is not None:
             self.clock.advance(5.0)
+            self.seen = len(self.session.events)
+
+    def run(self, turn: None) -> int:
+        """One ``messages.create`` timed, the reply kept; nanoseconds."""
         start = time.perf_counter_ns()
         response = self.api.messages.create(
             model=MODEL,
@@ -256,14 +211,15 @@ class Lane:
         content = [block.model_dump(mode="json", exclude_none=True) for block in response.content]
         self.messages.append({"role": "assistant", "content": content})
         if self.session is not None:
+            if any(e.kind == "ExtractionStarted" for e in self.session.events[self.seen :]):
+                self.starting.add_ns(elapsed)
             self.session.wait_for_background()
         return elapsed
 
     def close(self) -> None:
-        """Close the session (and drop its notes)."""
+        """Close the session."""
         if self.session is not None:
             self.session.close()
-            shutil.rmtree(self.scratch / "notes" / self.session.id, ignore_errors=True)
             self.session = None
 
 
@@ -271,37 +227,28 @@ def run_size(size: int, calls: int, clients: Clients, scratch: Path, log: Log) -
     """Every variant at one size, interleaved round by round."""
     histories = HistoryCache()
     lanes = [
-        Lane(
+        WrapLane(
             variant,
             size,
-            make_engine(variant, scratch),
-            clients.of(variant),
             histories,
-            scratch,
+            warmup=WARMUP,
+            engine=variant_engine(variant, scratch),
+            client=clients.of(variant),
             loop=clients.loop if variant.startswith("async") else None,
         )
         for variant in VARIANTS
     ]
-    for lane in lanes:
-        lane.rebuild()
     log(f"{size} messages: {len(lanes)} variants x {calls} calls")
-    for index in range(calls):
-        for lane in rotated(lanes, index):
-            lane.timed()
-    for lane in lanes:
-        lane.samples.note = f"{lane.builds} histories, {lane.per_build} timed call(s) each"
-        lane.close()
-    baseline = {lane.variant: lane.samples for lane in lanes if "direct" in lane.variant}
+    interleave(lanes, calls)
+    baseline = {lane.name: lane.samples for lane in lanes if "direct" in lane.name}
     return {
-        "samples": {lane.variant: lane.samples for lane in lanes},
+        "samples": {lane.name: lane.samples for lane in lanes},
         "overhead": {
-            lane.variant: overhead(lane.samples, baseline[direct_of(lane.variant)])
+            lane.name: overhead(lane.samples, baseline[direct_of(lane.name)])
             for lane in lanes
-            if "direct" not in lane.variant
+            if "direct" not in lane.name
         },
-        "notes_write_starts": {
-            lane.variant: lane.starting for lane in lanes if lane.starting.values
-        },
+        "notes_write_starts": {lane.name: lane.starting for lane in lanes if lane.starting.values},
     }
 
 
@@ -371,7 +318,6 @@ def run_all(quick: bool, log: Log) -> dict[str, Any]:
 
 def print_report(results: dict[str, Any]) -> None:
     """Human-readable tables."""
-    print(f"machine: {results['machine']}")
     print("\nmessages.create per call (local server in a child process), median / p90")
     for size, r in results["sizes"].items():
         print(f" {size} messages of history")

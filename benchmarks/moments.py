@@ -1,7 +1,7 @@
 """The moments a user waits on: the first call after a pause, start-up, resume, memory.
 
 * **pause**: a session (``default`` preset, in memory) is built to N entries with the
-  synthetic coding-agent conversation of ``engine_overhead.py``, steady calls are timed, then
+  house synthetic coding-agent conversation (``benchlib``), steady calls are timed, then
   the clock jumps 600 s and the next call (the one where inactivity-memorize acts) is timed;
   each round reports that call and its ratio to the round's median steady call. A second lane
   pauses ``CROWD`` sessions at once, each on its own thread, and reports the slowest call.
@@ -24,7 +24,6 @@ import gc
 import json
 import marshal
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,9 +33,13 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from benchlib import MODEL, SEED, SYSTEM_PROMPT, TOOLS, Log, cli, finish, fmt_us, machine
-from engine_overhead import PAUSE_SECONDS, StenographDriver, make_engine, warm_tokenizer
+from benchlib.engines import make_engine
+from benchlib.history import MODEL, PAUSED, SYSTEM_PROMPT, TIMED, TOOLS, HistoryCache
+from benchlib.lanes import SessionLane
+from benchlib.report import Log, cli, finish, machine, warm_tokenizer
+from benchlib.stats import fmt_us, median, medians
 
+PAUSE_SECONDS = 600.0
 PAUSE_SIZES, QUICK_PAUSE_SIZES = (1_000, 10_000, 50_000), (300, 1_000)
 PAUSE_ROUNDS, QUICK_PAUSE_ROUNDS = 3, 1
 STEADY_CALLS, QUICK_STEADY_CALLS = 30, 5
@@ -58,17 +61,25 @@ TARGETS = {
 # ---------------------------------------------------------------------------------------------
 
 
-def pause_round(size: int, steady_calls: int, seed: int, scratch: Path) -> dict[str, float]:
-    """One fresh session: median steady call, then the first call after the pause (µs)."""
-    driver = StenographDriver(make_engine(scratch), seed, None)
-    driver.build(size)
-    steady = statistics.median(driver.timed_calls(steady_calls))
-    driver._settle()
-    driver.pause(PAUSE_SECONDS)
-    first = driver.timed_calls(1, stream=2)[0]
-    memorized = driver.memorized()
-    driver.close()
-    return {"steady_us": steady, "pause_us": first, "ratio": first / steady, "memorized": memorized}
+def session_lane(name: str, size: int, scratch: Path, state: Path | None = None) -> SessionLane:
+    """Our lane on the ``default`` preset, with a history of its own."""
+    engine = make_engine("default", scratch)
+    return SessionLane(name, size, HistoryCache(), engine=engine, state_dir=state)
+
+
+def pause_round(lane: SessionLane, steady_calls: int) -> dict[str, float]:
+    """A fresh history: median steady call, then the first call after the pause (µs)."""
+    lane.rebuild()
+    steady = median([lane.call(TIMED, index) / 1_000 for index in range(steady_calls)])
+    lane.session.wait_for_background()
+    lane.clock.advance(PAUSE_SECONDS)
+    first = lane.call(PAUSED, lane.builds) / 1_000
+    return {
+        "steady_us": steady,
+        "pause_us": first,
+        "ratio": first / steady,
+        "memorized": lane.memorized(),
+    }
 
 
 def pause_lane(sizes: tuple[int, ...], rounds: int, calls: int, scratch: Path, log: Log) -> list:
@@ -76,35 +87,37 @@ def pause_lane(sizes: tuple[int, ...], rounds: int, calls: int, scratch: Path, l
     out = []
     for size in sizes:
         log(f"pause at {size:,} entries")
-        runs = [pause_round(size, calls, SEED + size + r, scratch) for r in range(rounds)]
+        lane = session_lane("pause", size, scratch)
+        runs = [pause_round(lane, calls) for _ in range(rounds)]
+        lane.close()
         out.append({"size": size, "rounds": runs, **medians(runs)})
     return out
 
 
 def crowd_lane(size: int, scratch: Path, log: Log) -> dict[str, Any]:
     """``CROWD`` sessions of ``size`` entries pause, then all call at once from their own
-    threads: the slowest and the median of those calls (µs), next to one session alone."""
+    threads: the slowest and the median of those calls (µs)."""
     log(f"{CROWD} sessions of {size:,} entries after a pause, at once")
-    drivers = [StenographDriver(make_engine(scratch), SEED + 7 * i, None) for i in range(CROWD)]
-    for driver in drivers:
-        driver.build(size)
-        driver._settle()
-        driver.pause(PAUSE_SECONDS)
+    lanes = [session_lane(f"crowd {i}", size, scratch) for i in range(CROWD)]
+    for lane in lanes:
+        lane.rebuild()
+        lane.session.wait_for_background()
+        lane.clock.advance(PAUSE_SECONDS)
     times: list[float] = [0.0] * CROWD
     go = threading.Barrier(CROWD)
 
     def call(i: int) -> None:
-        inputs, reply = drivers[i]._prepare(tools_only=True)
+        turn = lanes[i].prepare(PAUSED, 0)
         go.wait()
-        times[i] = drivers[i]._call(inputs, reply) / 1_000
+        times[i] = lanes[i].run(turn) / 1_000
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(CROWD)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    for driver in drivers:
-        driver.close()
+    for lane in lanes:
+        lane.close()
     return {"sessions": CROWD, "size": size, "max_us": max(times), "median_us": median(times)}
 
 
@@ -136,18 +149,18 @@ def startup_lane(rounds: int, log: Log) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def resume_round(size: int, seed: int, scratch: Path) -> dict[str, float]:
+def resume_round(size: int, round_index: int, scratch: Path) -> dict[str, float]:
     """Build a journaled session of ``size`` entries, close it, reopen it by id."""
-    state = scratch / f"resume-{seed}"
-    engine = make_engine(scratch)
-    driver = StenographDriver(engine, seed, state)
-    driver.build(size)
-    driver.close()
-    entries = len(driver.session.history)
-    del driver
+    state = scratch / f"resume-{size}-{round_index}"
+    lane = session_lane("resume", size, scratch, state)
+    lane.builds = round_index  # a fresh history per round
+    lane.rebuild()
+    session_id, entries = lane.session.id, len(lane.session.history)
+    lane.close()
+    del lane
     gc.collect()
     start = time.perf_counter()
-    session = engine.open_session(f"bench-{seed}", state_dir=state)
+    session = make_engine("default", scratch).open_session(session_id, state_dir=state)
     seconds = time.perf_counter() - start
     assert len(session.history) == entries
     session.close()
@@ -173,7 +186,7 @@ def resume_lane(sizes: tuple[int, ...], rounds: int, scratch: Path, log: Log) ->
     out = []
     for size in sizes:
         log(f"resume at {size:,} entries")
-        runs = [resume_round(size, SEED + 31 * size + r, scratch) for r in range(rounds)]
+        runs = [resume_round(size, r, scratch) for r in range(rounds)]
         out.append({"size": size, "rounds": runs, **medians(runs)})
     return out
 
@@ -185,18 +198,18 @@ def resume_lane(sizes: tuple[int, ...], rounds: int, scratch: Path, log: Log) ->
 
 def memory_round(size: int, scratch: Path) -> dict[str, float]:
     """Bytes a session holds for ``size`` entries (after its calls) and a deep copy's."""
-    driver = StenographDriver(make_engine(scratch), SEED + size, None)
-    driver.build(size)
-    messages = [entry.message() for entry in driver.session.history]
-    driver.close()
-    del driver
+    lane = session_lane("memory", size, scratch)
+    lane.rebuild()
+    messages = [entry.message() for entry in lane.session.history]
+    lane.close()
+    del lane
     gc.collect()
     tracemalloc.start()
     copied = marshal.loads(marshal.dumps(messages))  # a deep copy, strings included
     deep_copy = tracemalloc.get_traced_memory()[0]
     del copied
     tracemalloc.stop()
-    engine = make_engine(scratch)
+    engine = make_engine("default", scratch)
     warm_tokenizer()  # a process-wide table, not the session's
     gc.collect()
     tracemalloc.start()
@@ -211,23 +224,17 @@ def memory_round(size: int, scratch: Path) -> dict[str, float]:
     held = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     session.close()
-    return {"entries": len(messages), "session_bytes": held, "deep_copy_bytes": deep_copy,
-            "ratio": held / deep_copy}
+    return {
+        "entries": len(messages),
+        "session_bytes": held,
+        "deep_copy_bytes": deep_copy,
+        "ratio": held / deep_copy,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
-
-
-def median(values: list[float]) -> float:
-    """The median (0 for none)."""
-    return statistics.median(values) if values else 0.0
-
-
-def medians(runs: list[dict[str, float]]) -> dict[str, float]:
-    """The median of every numeric key over ``runs``."""
-    return {f"median_{k}": median([r[k] for r in runs]) for k in runs[0]}
 
 
 def run_all(quick: bool, log: Log) -> dict[str, Any]:

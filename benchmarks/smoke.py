@@ -16,10 +16,11 @@ from pathlib import Path
 
 LIMIT_SECONDS = 120.0
 HERE = Path(__file__).resolve().parent
-NOT_BENCHMARKS = {"benchlib.py", "smoke.py"}
+NOT_BENCHMARKS = {"smoke.py"}
 # keys each script's JSON must hold (None: a script with no quick mode, run as it is)
 REQUIRED: dict[str, tuple[str, ...] | None] = {
-    "engine_overhead.py": ("stenograph", "ratios", "targets", "machine"),
+    "engine_overhead.py": ("sizes", "targets", "machine"),
+    "clearing_peers.py": ("clearing", "check_only", "targets", "machine"),
     "cache_model.py": None,
 }
 

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import machine
+from benchlib.engines import make_engine
+from benchlib.report import machine
 
 import stenograph
 from stenograph.stores import open_store
@@ -36,9 +37,7 @@ REDIS = os.environ.get("STENOGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def engine() -> stenograph.Engine:
-    return stenograph.Engine.from_preset(
-        "default", overrides={"forked-extraction": {"backend": "offline"}}
-    )
+    return make_engine("default")
 
 
 def stores(folder: Path) -> dict[str, str | None]:

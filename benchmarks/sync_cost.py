@@ -18,7 +18,7 @@ import statistics
 import time
 
 from anthropic.types import TextBlock, ToolUseBlock
-from benchlib import machine
+from benchlib.report import machine
 
 import stenograph
 

@@ -24,77 +24,47 @@ Run ``python benchmarks/threshold_cost.py [--quick] [--json]``; see ``benchmarks
 
 from __future__ import annotations
 
-import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchlib import (
-    MODEL,
-    SEED,
-    SYSTEM_PROMPT,
-    T0,
-    TOOLS,
+from benchlib.engines import engine_of, make_engine
+from benchlib.history import MODEL, SEED, SYSTEM_PROMPT, T0, TOOLS, HistoryCache
+from benchlib.lanes import SessionLane, interleave
+from benchlib.report import Log, cli, finish, machine, warm_tokenizer
+from benchlib.stats import Samples, fmt_us, ratio, rotated, verdict
+from benchlib.transcripts import (
     Conversation,
-    HistoryCache,
-    Log,
-    Samples,
-    cli,
-    finish,
-    fmt_us,
     largest_real_sessions,
-    machine,
     message_texts,
     no_transcripts_note,
-    ratio,
-    rotated,
-    stream_seed,
     synthetic_conversation,
-    verdict,
-    warm_tokenizer,
 )
 
 import stenograph
-from stenograph.engine.presets import Preset, SlotSpec
 from stenograph.engine.tokens import count_chars4, encoding
 
 SIZES = (100, 10_000)
 CALLS, QUICK_CALLS = 1_000, 40
-WARMUP = 2
-MAX_GROWTH = 0.10
 COUNT_ROUNDS, QUICK_COUNT_ROUNDS = 30, 3
 REAL_SESSIONS = 3
 DECISION_TARGET = 3.0
 COUNTING_TARGET = 2.0
-TIMED, WARM = 0, 1  # streams of synthetic turns
 VARIANTS = ("update-threshold", "default", "no handlers")
 ESTIMATORS = ("tiktoken", "chars4")
 
 
-# ---------------------------------------------------------------------------------------------
-# engines
-# ---------------------------------------------------------------------------------------------
-
-
-def preset_of(name: str, slots: tuple[SlotSpec, ...]) -> Preset:
-    """An in-memory preset (no file)."""
-    return Preset(name=name, description="", strict=False, slots=slots, label=f"{name} (bench)")
-
-
-def make_engine(variant: str, scratch: Path) -> stenograph.Engine:
+def variant_engine(variant: str, scratch: Path) -> stenograph.Engine:
     """The engine of one variant; notes (``default``) go under ``scratch``."""
     if variant == "no handlers":
-        return stenograph.Engine(preset_of("no-handlers", ()))
+        return engine_of("no-handlers", {})
     if variant == "update-threshold":
-        slot = SlotSpec("update-threshold", (), "bench (handlers[0])")
-        return stenograph.Engine(preset_of("update-threshold-only", (slot,)))
-    notes = scratch / "notes" / "{session_id}" / "session-memory.md"
-    overrides = {"forked-extraction": {"backend": "offline", "memory_path": str(notes)}}
-    return stenograph.Engine.from_preset("default", overrides=overrides)
+        return engine_of("update-threshold-only", {"update-threshold": {}})
+    return make_engine("default", scratch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,102 +72,54 @@ def make_engine(variant: str, scratch: Path) -> stenograph.Engine:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Lane:
-    """One (variant, size): a session fed like a host would, rebuilt (untimed) from a fresh
-    shared history whenever it grew by more than ``MAX_GROWTH``."""
+class DecisionLane(SessionLane):
+    """A session whose history is appended as it is; only ``post_sampling`` is timed."""
 
-    variant: str
-    size: int
-    engine: stenograph.Engine
-    histories: HistoryCache
-    scratch: Path
-    samples: Samples = field(init=False)
-    builds: int = 0
-    positive: int = 0
-    background_s: list[float] = field(default_factory=list)
-    session: Any = None
+    positive = 0
+    background_s: list[float]
 
-    def __post_init__(self) -> None:
-        self.samples = Samples(f"{self.variant} @ {self.size:,}")
-
-    def rebuild(self) -> None:
-        """A fresh session holding a fresh synthetic history (appended, untimed), then
-        ``WARMUP`` untimed calls (update-threshold initializes, the first notes are written)."""
-        self.close()
-        messages, self.synth = self.histories.get(self.size, self._seed())
-        self.clock = stenograph.ManualClock(T0)
-        session_id = f"{self.variant.replace(' ', '-')}-{self.size}-{self.builds}"
-        self.session = self.engine.open_session(session_id, state_dir=None, clock=self.clock)
-        for message in messages:
-            self.session.append(message)
-        for index in range(WARMUP):
-            self.call(WARM, self.builds * WARMUP + index)
-        self.builds += 1
-
-    def _seed(self) -> int:
-        return SEED + self.size * 1_000 + self.builds
-
-    def timed(self, index: int) -> None:
-        """One timed call (the ``index``-th turn of the timed stream)."""
-        if self.session is None or len(self.session.history) >= self.size * (1 + MAX_GROWTH):
-            self.rebuild()
-        seen = len(self.session.events)
-        self.samples.add_ns(self.call(TIMED, index))
-        for event in self.session.events[seen:]:
-            if event.kind == "ThresholdDecision" and event.extract:
-                self.positive += 1
-            elif event.kind == "ExtractionFinished":
-                self.background_s.append(event.seconds)
-
-    def call(self, stream: int, index: int) -> int:
-        """Tool results in, ``pre_call`` (untimed), then the response: ``post_sampling`` is
-        timed; background work is awaited before and after, untimed. Returns nanoseconds."""
-        synth, session = self.synth, self.session
-        synth.reseed(stream_seed(stream, index))
-        user, assistant = synth.turn(tools_only=True)
-        self.clock.advance(synth.rng.uniform(2.0, 45.0))
-        assistant["timestamp"] = self.clock.now + synth.rng.uniform(1.0, 30.0)
+    def run(self, turn: tuple[dict[str, Any], dict[str, Any]]) -> int:
+        """Tool results in and ``pre_call`` (untimed), then ``post_sampling`` timed;
+        background work is awaited before and after, untimed."""
+        user, assistant = turn
+        session = self.session
         session.append(user)
         session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
         session.wait_for_background()
+        seen = len(session.events)
         start = time.perf_counter_ns()
         session.post_sampling(assistant)
         elapsed = time.perf_counter_ns() - start
         self.clock.set(assistant["timestamp"])
         session.wait_for_background()
+        for event in session.events[seen:]:
+            if event.kind == "ThresholdDecision" and event.extract:
+                self.positive += 1
+            elif event.kind == "ExtractionFinished":
+                self.background_s.append(event.seconds)
         return elapsed
-
-    def close(self) -> None:
-        """Close the session and drop its notes."""
-        if self.session is not None:
-            self.session.close()
-            shutil.rmtree(self.scratch / "notes" / self.session.id, ignore_errors=True)
-            self.histories.drop(self.size, self._seed() - 1)
-            self.session = None
 
 
 def decision_cost(quick: bool, scratch: Path, log: Log) -> dict[str, Any]:
     """Part 1: post_sampling per call, every (variant, size) interleaved round by round."""
     histories = HistoryCache()
-    lanes = [
-        Lane(variant, size, make_engine(variant, scratch), histories, scratch)
-        for size in SIZES
-        for variant in VARIANTS
-    ]
+    lanes = []
+    for size in SIZES:
+        for variant in VARIANTS:
+            engine = variant_engine(variant, scratch)
+            lane = DecisionLane(variant, size, histories, engine=engine, by_calls=False)
+            lane.background_s = []
+            lanes.append(lane)
     calls = QUICK_CALLS if quick else CALLS
     log(f"decision cost: {len(lanes)} lanes x {calls} calls (sizes {SIZES})")
-    for index in range(calls):
-        for lane in rotated(lanes, index):
-            lane.timed(index)
+    interleave(lanes, calls)
+    out: dict[str, Any] = {"lanes": {}, "ratios": {}}
     for lane in lanes:
-        lane.samples.note = f"{lane.positive} positive decisions, {lane.builds} histories" + (
+        lane.samples.note += f"; {lane.positive} positive decisions" + (
             f", {len(lane.background_s)} background writes" if lane.background_s else ""
         )
-        lane.close()
-    out: dict[str, Any] = {"lanes": {}, "ratios": {}}
     for variant in VARIANTS:
-        small, big = (next(x for x in lanes if x.variant == variant and x.size == s) for s in SIZES)
+        small, big = (next(x for x in lanes if x.name == variant and x.size == s) for s in SIZES)
         out["lanes"][variant] = {str(small.size): small.samples, str(big.size): big.samples}
         out["ratios"][variant] = ratio(big.samples, small.samples)
         if big.background_s:
@@ -270,7 +192,7 @@ def counting_sessions(log: Log) -> tuple[list[Conversation], str | None]:
 def counting_cost(quick: bool, log: Log) -> dict[str, Any]:
     """Part 2: per session, the counting variants and the plain passes, interleaved."""
     conversations, note = counting_sessions(log)
-    engine = make_engine("no handlers", Path("."))
+    engine = variant_engine("no handlers", Path("."))
     rounds = QUICK_COUNT_ROUNDS if quick else COUNT_ROUNDS
     out: dict[str, Any] = {"note": note, "rounds": rounds, "sessions": []}
     for conversation in conversations:
@@ -342,7 +264,6 @@ def targets(results: dict[str, Any]) -> dict[str, bool]:
 
 def print_report(results: dict[str, Any]) -> None:
     """Human-readable tables."""
-    print(f"machine: {results['machine']}")
     print(f"(tiktoken load before timing: {results['tiktoken_load_ms']:.0f} ms)")
     decision = results["decision"]
     print("\npart 1: post_sampling per call (µs), interleaved; median / p90")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -317,6 +318,20 @@ def test_requests_are_recorded(server: MessagesServer, client: anthropic.Anthrop
     assert request.headers["anthropic-version"]
     assert request.headers["content-type"] == "application/json"
     assert request.time <= time.monotonic()
+
+
+@pytest.mark.parametrize(("options", "nodelay"), [({}, True), ({"nodelay": False}, False)])
+def test_nodelay_sets_tcp_nodelay_on_each_connection(options: dict[str, bool], nodelay: bool):
+    """``nodelay`` (on by default) sends a reply's headers and body without Nagle's delay."""
+    with MessagesServer(**options) as server:
+        server.script(Reply.text("Hello"))
+        connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
+        connection.request("POST", "/v1/messages", json.dumps(REQUEST))
+        connection.getresponse().read()
+        (served,) = list(server._httpd._connections)  # the keep-alive connection, still open
+        flag = served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        connection.close()
+    assert bool(flag) is nodelay
 
 
 def test_wait_for_requests_times_out(server: MessagesServer):

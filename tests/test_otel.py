@@ -4,6 +4,7 @@ engine, a wrapped anthropic client and the local Messages-API server."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -185,6 +186,28 @@ def test_a_failed_fork_is_an_error_span(tmp_path, messages_server, anthropic_cli
     forks = named(list(exporter.get_finished_spans()), "stenograph.extraction")
     assert forks and all(f.status.status_code is StatusCode.ERROR for f in forks)
     assert all((f.attributes or {})["error.type"] == "InternalServerError" for f in forks)
+
+
+def test_an_async_hosts_phases_are_children_of_its_span(tmp_path, messages_server, traced):
+    provider, exporter = traced
+    engine = stenograph.Engine.from_preset("default")
+    StenographInstrumentor().instrument(engine=engine, tracer_provider=provider)
+    session = engine.open_session("otel-3", state_dir=tmp_path)  # phases run in a thread
+    client = wrap(anthropic.AsyncAnthropic(api_key="k", base_url=messages_server.url), session)
+    messages_server.script(Reply.text("Hello."))
+
+    async def turn() -> None:
+        with provider.get_tracer("host").start_as_current_span("async turn"):
+            await client.messages.create(
+                model="claude-test", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            )
+
+    asyncio.run(turn())
+    session.close()
+    spans = list(exporter.get_finished_spans())
+    phases = [s for s in spans if s.name.startswith("stenograph.")]
+    assert [s.name for s in phases] == ["stenograph.pre_call", "stenograph.post_sampling"]
+    assert all(parent_of(s, spans).name == "async turn" for s in phases)
 
 
 def test_uninstrumented_engines_make_no_spans(tmp_path, traced):

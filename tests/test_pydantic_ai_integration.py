@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import anthropic
 import pytest
 from framework_agents import (
     agent_model,
@@ -13,6 +14,7 @@ from framework_agents import (
     check_followed,
     check_handlers,
     check_wire,
+    is_fork,
     main_requests,
     read_file_output,
     require_extra,
@@ -23,7 +25,7 @@ import stenograph
 require_extra("pydantic_ai", "pydantic-ai")
 require_extra("pydantic_ai.models.anthropic", "pydantic-ai")
 
-from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai import Agent, Tool  # noqa: E402
 from pydantic_ai.capabilities import ProcessHistory  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     ModelRequest,
@@ -132,6 +134,27 @@ def test_two_conversations_keep_separate_sessions(messages_server, manual_clock)
     for body in main_requests(messages_server):
         text = json.dumps(body["messages"])
         assert ("alpha asks" in text) != ("beta asks" in text)
+
+
+def test_the_notes_writer_sends_the_providers_own_headers(messages_server, manual_clock, tmp_path):
+    messages_server.responder = agent_model
+    client = anthropic.AsyncAnthropic(
+        api_key="test-key", base_url=messages_server.url, default_headers={"X-Team": "notes"}
+    )
+    capability = Stenograph(all_handlers_preset(tmp_path), state_dir=tmp_path, clock=manual_clock)
+    model = AnthropicModel("claude-sonnet-4-6", provider=AnthropicProvider(anthropic_client=client))
+    agent = Agent(
+        model,
+        instructions=SYSTEM,
+        tools=[Tool(read_file_output, name="read_file")],
+        capabilities=[capability],
+    )
+    history = agent.run_sync("Read the first file.", conversation_id="c").all_messages()
+    agent.run_sync("And the next one.", message_history=history)
+    assert capability.session("c").wait_for_background(10)
+    forks = [r for r in messages_server.requests if is_fork(r.body)]
+    assert forks and all(r.headers.get("x-team") == "notes" for r in forks)
+    assert all("async" not in r.headers.get("x-stainless-async", "") for r in forks)
 
 
 def test_a_model_that_is_not_anthropic_says_so(tmp_path):

@@ -50,6 +50,20 @@ class ModelSettings:
         )
 
 
+def custom_headers(client: Any) -> tuple[tuple[str, str], ...]:
+    """The headers the host gave ``client``, an SDK client of any kind (``default_headers=``),
+    through the SDK's public API: its ``default_headers`` less those of a copy without
+    custom headers."""
+    plain = client.with_options(set_default_headers={}).default_headers
+    return tuple(
+        sorted(
+            (k, v)
+            for k, v in client.default_headers.items()
+            if isinstance(v, str) and plain.get(k) != v
+        )
+    )
+
+
 def session_id_for(key: object) -> str:
     """A session id for a framework's conversation key: the key itself when it is a valid
     id, else its safe characters plus a short digest (so distinct keys stay distinct)."""

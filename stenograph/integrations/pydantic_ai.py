@@ -61,7 +61,7 @@ from ..engine.clock import Clock
 from ..engine.engine import Engine
 from ..engine.session import Session
 from ..stores.base import Store
-from .framework import Message, ModelSettings, SessionPool, feed
+from .framework import Message, ModelSettings, SessionPool, custom_headers, feed
 
 __all__ = [
     "Stenograph",
@@ -232,7 +232,7 @@ def model_settings(model: Any) -> ModelSettings:
             model.model_name,
             base_url=str(client.base_url),
             api_key=getattr(client, "api_key", None),
-            headers=tuple(sorted((getattr(client, "_custom_headers", None) or {}).items())),
+            headers=custom_headers(client),
         )
     name = str(getattr(model, "model_name", None) or model)
     return ModelSettings(
