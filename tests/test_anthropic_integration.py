@@ -12,6 +12,7 @@ import pytest
 import stenograph
 from stenograph import ThresholdDecision
 from stenograph.integrations.anthropic import wrap
+from stenograph.stores.folder import FolderStorage, FolderStore
 from stenograph.testing import Reply, single_handler_session
 
 SYSTEM = "You are a coding agent."
@@ -286,22 +287,37 @@ class BlockingProbe(ThreadProbe):
     blocking = True
 
 
+class NonBlockingStorage(FolderStorage):
+    """A folder whose writes are declared not to block (as a RAM-backed store's would)."""
+
+    blocks = False
+
+
+class NonBlockingStore(FolderStore):
+    def session(self, session_id):
+        return NonBlockingStorage(self.root / session_id, session_id)
+
+
 @pytest.mark.parametrize(
-    ("probe", "persisted", "on_the_loop"),
+    ("probe", "storage", "on_the_loop"),
     [
-        (ThreadProbe, False, True),
-        (ThreadProbe, True, False),
-        (BlockingProbe, False, False),
+        (ThreadProbe, None, True),
+        (ThreadProbe, FolderStore, False),
+        (ThreadProbe, NonBlockingStore, True),
+        (BlockingProbe, None, False),
     ],
-    ids=["in-memory", "on-disk", "blocking-handler"],
+    ids=["in-memory", "on-disk", "storage-that-does-not-block", "blocking-handler"],
 )
 def test_async_phases_run_on_the_loop_unless_they_may_block(
-    tmp_path, messages_server, probe, persisted, on_the_loop
+    tmp_path, messages_server, probe, storage, on_the_loop
 ):
-    """An in-memory session whose handlers cannot block runs its phases on the event loop
-    (no thread hop); a session on disk (fsyncs) or a blocking handler gets a worker thread."""
+    """A session whose handlers and storage cannot block runs its phases on the event loop
+    (no thread hop); a session on disk (fsyncs) or a blocking handler gets a worker thread:
+    the storage says whether its writes block."""
     probe.threads = []
-    session = single_handler_session(probe, state_dir=tmp_path if persisted else None)
+    session = single_handler_session(probe).engine.open_session(
+        "t", store=storage(tmp_path) if storage else None, state_dir=None
+    )
     messages_server.script(Reply.text("One."), Reply.text("Two."))
 
     async def main():

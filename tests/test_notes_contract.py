@@ -4,6 +4,8 @@ and the other two built-ins keep working with it (pip-installed, real files, off
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import install, talk
 
@@ -181,3 +183,37 @@ def test_a_third_party_compactor_uses_the_builtin_threshold_and_writer(
     assert messages[0]["content"][0]["text"].startswith("Notes so far:\n# Session Title")
     assert len(messages) < len(session.history)
     assert stenograph.check_request(messages) == []
+
+
+def test_a_state_folder_of_an_older_version_keeps_its_notes(tmp_path):
+    """Older versions kept the notes record in state.json too (``"notes"``); a folder that
+    has it only there still announces it when the session opens, and saves it no more."""
+    slots = (THRESHOLD, WRITER, COMPACT)
+    session = open_with(tmp_path, *slots)
+    converse(session, rounds=4)
+    written = of(session, ExtractionFinished)[-1]
+    session.close()
+    folder = tmp_path / "s"
+    journal = folder / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(line for line in lines if '"op":"notes"' not in line))
+    state = json.loads((folder / "state.json").read_text())
+    state["notes"] = {"path": written.path, "upto_uuid": written.upto_uuid}
+    state["journalBytes"] = journal.stat().st_size
+    (folder / "state.json").write_text(json.dumps(state))
+    again = open_with(tmp_path, *slots)
+    notes = again.stash[again.engine.slot("memory-compact").handler.notes_key]
+    assert (notes.label, notes.upto_uuid) == (written.path, written.upto_uuid)
+    assert not [e for e in again.events if e.kind == "StateReset"]
+    again.close()
+    assert "notes" not in json.loads((folder / "state.json").read_text())
+
+
+def test_a_misspelt_hook_is_named_with_the_nearest_one(tmp_path):
+    session = open_with(tmp_path, COMPACT)
+    with pytest.raises(
+        AttributeError, match="no hook 'notes_curent'.*Did you mean 'notes_current'"
+    ):
+        session.hook.notes_curent()
+    assert session.hook.notes_current() is None  # no slot writes notes
+    assert session.hook.extraction_idle(timeout=0, stale_after=1) is None

@@ -41,6 +41,7 @@ from pydantic_ai.models.test import TestModel  # noqa: E402
 from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
 
 from stenograph.integrations.pydantic_ai import (  # noqa: E402
+    EXCHANGE,
     Stenograph,
     from_anthropic,
     to_anthropic,
@@ -112,6 +113,8 @@ def test_every_handler_works_inside_a_pydantic_ai_agent(
         e for e in session.events if e.kind in ("NotesClientUnavailable", "HistoryNotFollowed")
     ]
     assert len(history) == len(session.history)  # the run's own history stays whole
+    exchange = session.stash[EXCHANGE]  # the adapter's live values: typed, never saved
+    assert exchange.fed and exchange.wire is None
     capability.close()
 
 

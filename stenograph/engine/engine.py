@@ -237,10 +237,11 @@ class Engine:
     def dispatch(self, hook_name: str, session: Session, call: Any = None) -> None:
         """Run the phase or lifecycle hook ``hook_name`` for every slot in preset order;
         failures are isolated."""
+        values = {"call": call}
         for slot, impl in self._hooked[hook_name]:
             if call is not None:
                 call.handler, call.slot = slot.name, slot.index
-            self._run(slot, impl, hook_name, session, {"call": call})
+            self._run(slot, impl, hook_name, session, values)
 
     def call_hook(self, hook_name: str, session: Session, **arguments: Any) -> Any:
         """Call ``hook_name`` on every slot in preset order with ``arguments`` (plus

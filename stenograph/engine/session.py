@@ -86,7 +86,6 @@ class Session:
         self._last_response: Entry | None = None
         self._background = {COUNTS: Worker(f"stenograph-{self.id}-{COUNTS}")}
         self._state: dict[str, Any] = {"handlers": {}}
-        self._runtime: dict[str, dict[str, Any]] = {}
         self.stash = Stash()  # live per-session values under typed keys, never saved
         self._closed = False
         self._saved_state: dict[str, Any] = {}
@@ -272,10 +271,11 @@ class Session:
         self, hook: str, function: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
         """Run ``function`` (a phase of ``hook``) for an async host: on the event loop when
-        it cannot block (an in-memory session, no ``blocking`` handler on ``hook``), else in
-        a worker thread, so that a state file's fsync or a handler's wait never stalls the
-        loop (a thread hop costs ~0.1 ms)."""
-        if self._store is None and hook not in self.engine.blocking_hooks:
+        it cannot block (no storage whose writes block, no ``blocking`` handler on
+        ``hook``), else in a worker thread, so that a state file's fsync, a database round
+        trip or a handler's wait never stalls the loop (a thread hop costs ~0.1 ms)."""
+        writes_block = self._store is not None and self._store.blocks
+        if not writes_block and hook not in self.engine.blocking_hooks:
             return function(*args, **kwargs)
         import asyncio  # async hosts have it loaded already
 
@@ -339,10 +339,6 @@ class Session:
         if self._store is not None:
             self._store.append([_notes_op(notes)], lease)
         self.hook.notes_written(notes=notes)
-
-    def runtime_state(self, key: str) -> dict[str, Any]:
-        """A dict for one handler slot's live objects in this session (never saved)."""
-        return self._runtime.setdefault(key, {})
 
     def handler_state(self, key: str) -> dict[str, Any]:
         """The persisted dict of one handler slot (created empty)."""

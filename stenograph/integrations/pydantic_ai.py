@@ -60,6 +60,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
 from ..engine.clock import Clock
 from ..engine.engine import Engine
 from ..engine.session import Session
+from ..engine.state import StateKey
 from ..stores.base import Store
 from .framework import Message, ModelSettings, SessionPool, custom_headers, feed
 
@@ -171,17 +172,35 @@ class Stenograph(AbstractCapability[Any]):
     ) -> ModelResponse:
         """Post-sampling with the response and its usage."""
         session = _CURRENT.get()
-        if session is not None and session.runtime_state("pydantic-ai").get("fed"):
+        if session is not None and exchange_of(session).fed:
             await session.arun_phase("post_sampling", _after, session, response)
         return response
+
+
+@dataclass
+class Exchange:
+    """The adapter's live values in one session between the two halves of a model request
+    (never saved): whether the session took the framework's list, and the request body
+    the model client sent."""
+
+    fed: bool = False
+    wire: dict[str, Any] | None = None
+
+
+EXCHANGE = StateKey[Exchange]("pydantic-ai")
+
+
+def exchange_of(session: Session) -> Exchange:
+    """The adapter's :class:`Exchange` in ``session`` (made on first use)."""
+    return session.stash.setdefault(EXCHANGE, Exchange())
 
 
 def _before(
     session: Session, messages: list[ModelMessage], request_context: ModelRequestContext
 ) -> list[ModelMessage] | None:
-    runtime = session.runtime_state("pydantic-ai")
-    runtime["fed"] = feed(session, to_anthropic(messages))
-    if not runtime["fed"]:
+    exchange = exchange_of(session)
+    exchange.fed = feed(session, to_anthropic(messages))
+    if not exchange.fed:
         return None
     params = request_context.model_request_parameters
     tools = [
@@ -201,7 +220,8 @@ def _before(
 
 
 def _after(session: Session, response: ModelResponse) -> None:
-    wire = session.runtime_state("pydantic-ai").pop("wire", None)
+    exchange = exchange_of(session)
+    wire, exchange.wire = exchange.wire, None
     if wire is not None and session.last_request is not None:
         prefix = {k: wire[k] for k in WIRE_PREFIX if k in wire}
         session.last_request = {**session.last_request, **prefix}
@@ -217,7 +237,7 @@ async def _record_wire_request(request: Any) -> None:
         body = json.loads(request.content)
     except (ValueError, TypeError):
         return
-    session.runtime_state("pydantic-ai")["wire"] = body
+    exchange_of(session).wire = body
 
 
 # settings ------------------------------------------------------------------------------

@@ -108,6 +108,7 @@ class SessionStorage(Protocol):
 
     session_id: str
     location: str  # names the session's state in messages (a file, a URL)
+    blocks: bool  # whether writes may wait (disk, network): async hosts then use a thread
 
     def acquire(self, kind: str, owner: str, seconds: float) -> Lease | None:
         """Take (or renew) the lease ``kind`` for ``seconds``; None when another owner

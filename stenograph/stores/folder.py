@@ -26,6 +26,8 @@ STATE_VERSION_KEY = "stateVersion"
 class FolderStorage(SessionStore):
     """One session's folder."""
 
+    blocks = True  # fsyncs
+
     def __init__(self, folder: Path, session_id: str) -> None:
         self._file_lock = FileLock(private_dir(folder) / "session.lock", mode=0o600)
         super().__init__(folder)

@@ -43,10 +43,10 @@ class PostgresStore(SqlStore):
 
     def _connect(self) -> Any:
         conn = self._psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-        conn.execute(f"SET search_path TO {self.schema}")
-        with conn.transaction():
+        with conn.transaction():  # IF NOT EXISTS alone races between first connections
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('stenograph schema'))")
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            conn.execute(f"SET search_path TO {self.schema}")
             conn.execute(SCHEMA)
         return conn
 

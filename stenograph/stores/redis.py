@@ -172,6 +172,8 @@ class RedisStore:
 class RedisStorage:
     """One session in Redis."""
 
+    blocks = True  # a network round trip
+
     def __init__(self, store: RedisStore, session_id: str) -> None:
         self.store, self.session_id = store, session_id
         self.location = f"{store.url} session {session_id}"

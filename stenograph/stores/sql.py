@@ -159,6 +159,8 @@ class SqlStore:
 class SqlStorage:
     """One session in a SQL store."""
 
+    blocks = True  # a database round trip, fsyncs
+
     def __init__(self, store: SqlStore, session_id: str) -> None:
         self.store = store
         self.session_id = session_id
