@@ -1,18 +1,24 @@
 """Stores for the tests: a folder, an SQLite file, and the real local PostgreSQL and Redis
-servers (each test gets its own schema or key prefix, removed afterwards). A server that
-cannot be reached skips its tests with the reason, or fails them under
+servers (each test gets its own schema or key prefix, removed afterwards), plus private
+Redis and PostgreSQL servers a test may stop hard. A server that cannot be reached or
+started skips its tests with the reason, or fails them under
 ``STENOGRAPH_REQUIRE_SERVERS=1``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -23,7 +29,7 @@ REDIS_URL = os.environ.get("STENOGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/
 KINDS = ["file", "sqlite", "postgres", "redis"]
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """Skip, or fail when the servers are required."""
     if os.environ.get("STENOGRAPH_REQUIRE_SERVERS") == "1":
         pytest.fail(f"STENOGRAPH_REQUIRE_SERVERS=1 but {reason}")
@@ -135,3 +141,146 @@ class PrivateRedis:
         assert self.process is not None
         self.process.kill()
         self.process.wait()
+
+
+def postgres_binaries() -> tuple[str, str]:
+    """``initdb`` and ``postgres``: from PATH, else from ``pg_config --bindir``."""
+    folders: list[str | None] = [None]
+    pg_config = shutil.which("pg_config")
+    if pg_config is not None:
+        run = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
+        folders.append(run.stdout.strip() or None)
+    for folder in folders:
+        initdb, postgres = (shutil.which(name, path=folder) for name in ("initdb", "postgres"))
+        if initdb is not None and postgres is not None:
+            return initdb, postgres
+    unavailable(
+        "the PostgreSQL server binaries (initdb, postgres) are neither on PATH nor in"
+        " `pg_config --bindir`: cannot start a private server"
+    )
+
+
+def unprivileged() -> dict[str, Any]:
+    """How to run a PostgreSQL server: as the ``postgres`` user when the tests run as root
+    (``initdb`` and ``postgres`` refuse root), else as the tests' own user."""
+    if os.geteuid() != 0:
+        return {}
+    try:
+        user = pwd.getpwnam("postgres")
+    except KeyError:
+        unavailable(
+            "the tests run as root and there is no unprivileged 'postgres' user to run a"
+            " private PostgreSQL server as (initdb refuses root)"
+        )
+    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (PostgreSQL backends are each in a session of
+    their own, so a process group does not hold them)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        if parent == str(pid):
+            found.append(int(stat.parent.name))
+    return found
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of the test's own (a fresh data folder, trust auth, a free
+    port), which it may stop hard and start again on the same data."""
+
+    def __init__(self) -> None:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+        self.initdb, self.postgres = postgres_binaries()
+        self.as_user = unprivileged()
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        # the tests' own tmp folder may be private to root: the server's user must reach this
+        self.folder = Path(tempfile.mkdtemp(prefix="stenograph-postgres-"))
+        self.data = self.folder / "data"
+        self.process: subprocess.Popen[bytes] | None = None
+        if self.as_user:
+            os.chown(self.folder, self.as_user["user"], self.as_user["group"])
+
+    def _initdb(self) -> None:
+        run = subprocess.run(
+            [self.initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+             "--locale=C", "--no-sync"],
+            cwd=self.folder, capture_output=True, text=True, **self.as_user,
+        )  # fmt: skip
+        if run.returncode != 0:
+            raise RuntimeError(f"{self.initdb} failed ({run.returncode}):\n{run.stderr[-800:]}")
+
+    def start(self) -> None:
+        """Start the server (a new cluster the first time; after a hard stop, it recovers
+        from its WAL); wait until it accepts connections."""
+        import psycopg
+
+        if not self.data.exists():
+            self._initdb()
+        process = self._spawn()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                psycopg.connect(self.url, connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                time.sleep(0.05)
+            if process.poll() is not None:  # the killed backends still held the old memory
+                process = self._spawn()
+        log_tail = (self.folder / "server.log").read_text(errors="replace")[-800:]
+        raise RuntimeError(f"the private PostgreSQL server did not start:\n{log_tail}")
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with open(self.folder / "server.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [self.postgres, "-D", str(self.data), "-p", str(self.port),
+                 "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
+                 "-c", "shared_buffers=16MB", "-c", "max_connections=20"],
+                cwd=self.folder, stdout=log, stderr=log, **self.as_user,
+            )  # fmt: skip
+        return self.process
+
+    def kill(self) -> None:
+        """SIGKILL the server and every backend of it (no shutdown checkpoint)."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)  # it starts no new backend meanwhile
+        for pid in [*children(self.process.pid), self.process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait()
+
+    def close(self) -> None:
+        """Stop the server if it runs; remove its folder."""
+        if self.process is not None and self.process.poll() is None:
+            self.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A started private PostgreSQL server, removed afterwards."""
+    server = PrivatePostgres()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+def wait_for_acks(acks: Path, count: int, worker: Any, seconds: float = 60.0) -> None:
+    """Wait until a worker has acknowledged ``count`` appends in ``acks`` (and is alive)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert worker.is_alive(), f"the worker died (exit code {worker.exitcode})"
+        if acks.exists() and len(acks.read_text().split()) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{acks.name}: fewer than {count} acknowledged appends in {seconds} s")
