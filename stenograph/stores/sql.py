@@ -13,8 +13,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
-from .base import Lease, VersionConflict, lease_lost, parse_state, yields_to
+from .base import (
+    CallEnd,
+    Lease,
+    VersionConflict,
+    lease_lost,
+    newer,
+    over_cap,
+    parse_state,
+    taken,
+    untaken,
+    yields_to,
+)
 
 log = logging.getLogger("stenograph.stores.sql")
 T = TypeVar("T")
@@ -211,15 +223,16 @@ class SqlStorage:
 
     def release(self, lease: Lease) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self._run(
-            lambda cur: self._exec(
-                cur,
-                "UPDATE sg_leases SET owner = '', expires = 0"
-                " WHERE session = ? AND kind = ? AND epoch = ? AND owner = ?",
-                lease.kind,
-                lease.epoch,
-                lease.owner,
-            )
+        self._run(lambda cur: self._release(cur, lease))
+
+    def _release(self, cur: Any, lease: Lease) -> None:
+        self._exec(
+            cur,
+            "UPDATE sg_leases SET owner = '', expires = 0"
+            " WHERE session = ? AND kind = ? AND epoch = ? AND owner = ?",
+            lease.kind,
+            lease.epoch,
+            lease.owner,
         )
 
     def check(self, cur: Any, lease: Lease | None) -> None:
@@ -245,31 +258,48 @@ class SqlStorage:
         lines: list[bytes] | None = None,
     ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        lines = lines or [encode_record(r) for r in records]
-        rows = [
-            (line.decode("utf-8").rstrip("\n"), _uuid(r))
-            for line, r in zip(lines, records, strict=True)
-        ]
+        rows = _rows(records, lines)
 
         def step(cur: Any) -> tuple[int, int]:
             self.check(cur, lease)
-            before = seq = self._last(cur)
-            for (body, uuid), record in zip(rows, records, strict=True):
-                if record.get("op") == "truncate":
-                    self._free_uuids(cur, record.get("after"))
-                if uuid is not None and self._one(
-                    cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
-                ):
-                    continue
-                seq += 1
-                self._exec(
-                    cur,
-                    "INSERT INTO sg_records (session, seq, uuid, body) VALUES (?, ?, ?, ?)",
-                    seq,
-                    uuid,
-                    body,
-                )
-            return before, seq
+            return self._append(cur, records, rows)
+
+        return self._run(step)
+
+    def _append(
+        self, cur: Any, records: list[dict[str, Any]], rows: list[tuple[str, str | None]]
+    ) -> tuple[int, int]:
+        before = seq = self._last(cur)
+        for (body, uuid), record in zip(rows, records, strict=True):
+            if record.get("op") == "truncate":
+                self._free_uuids(cur, record.get("after"))
+            if uuid is not None and self._one(
+                cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
+            ):
+                continue
+            seq += 1
+            self._exec(
+                cur,
+                "INSERT INTO sg_records (session, seq, uuid, body) VALUES (?, ?, ?, ?)",
+                seq,
+                uuid,
+                body,
+            )
+        return before, seq
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage` (one transaction)."""
+        rows = _rows(end.records, end.lines)
+
+        def step(cur: Any) -> tuple[int, int, int]:
+            self.check(cur, end.lease)
+            before, after = self._append(cur, end.records, rows)
+            version = (
+                end.expected if end.state is None else self._save(cur, end.state, end.expected)
+            )
+            if end.lease is not None:
+                self._release(cur, end.lease)
+            return before, after, version
 
         return self._run(step)
 
@@ -325,24 +355,27 @@ class SqlStorage:
 
         def step(cur: Any) -> int:
             self.check(cur, lease)
-            row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
-            current = int(row[0]) if row else 0
-            if current != expected:
-                raise VersionConflict(
-                    f"{self.location}: the state is at version {current}, not {expected}"
-                )
-            body = json.dumps({**state, JOURNAL_BYTES: self._last(cur)}, ensure_ascii=False)
-            self._exec(
-                cur,
-                "INSERT INTO sg_sessions (id, state, version) VALUES (?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
-                " version = excluded.version",
-                body,
-                expected + 1,
-            )
-            return expected + 1
+            return self._save(cur, state, expected)
 
         return self._run(step)
+
+    def _save(self, cur: Any, state: dict[str, Any], expected: int) -> int:
+        row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
+        current = int(row[0]) if row else 0
+        if current != expected:
+            raise VersionConflict(
+                f"{self.location}: the state is at version {current}, not {expected}"
+            )
+        body = json.dumps({**state, JOURNAL_BYTES: self._last(cur)}, ensure_ascii=False)
+        self._exec(
+            cur,
+            "INSERT INTO sg_sessions (id, state, version) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+            " version = excluded.version",
+            body,
+            expected + 1,
+        )
+        return expected + 1
 
     def keep_aside(self, reason: str) -> str | None:
         """See :class:`~stenograph.stores.base.SessionStorage` (the row stays as it is)."""
@@ -351,31 +384,44 @@ class SqlStorage:
 
     # notes and extraction jobs ---------------------------------------------------------
 
-    def notes(self, label: str, template: str) -> SqlNotes:
+    def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> SqlNotes:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        return SqlNotes(self, label, template)
+        return SqlNotes(self, label, template, max_chars)
 
     def set_pending(self, job: dict[str, Any]) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self._run(
-            lambda cur: self._exec(
-                cur,
-                "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
-                " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
-                json.dumps(job),
-            )
-        )
+
+        def step(cur: Any) -> None:
+            if newer(job, self._pending(cur)):
+                self._exec(
+                    cur,
+                    "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
+                    json.dumps(job),
+                )
+
+        self._run(step)
+
+    def pending(self) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        return untaken(self.store.run(None, self._pending))
+
+    def _pending(self, cur: Any) -> dict[str, Any] | None:
+        row = self._one(cur, "SELECT pending FROM sg_sessions WHERE id = ?")
+        job: dict[str, Any] | None = json.loads(row[0]) if row and row[0] else None
+        return job
 
     def take_pending(self, lease: Lease) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
 
         def step(cur: Any) -> dict[str, Any] | None:
             self.check(cur, lease)
-            row = self._one(cur, "SELECT pending FROM sg_sessions WHERE id = ?")
-            if row is None or row[0] is None:
-                return None
-            self._exec(cur, "UPDATE sg_sessions SET pending = NULL WHERE id = ?")
-            job: dict[str, Any] = json.loads(row[0])
+            job = untaken(self._pending(cur))
+            if job is not None:
+                mark = json.dumps(taken(job))
+                self.store.execute(
+                    cur, "UPDATE sg_sessions SET pending = ? WHERE id = ?", mark, self.session_id
+                )
             return job
 
         return self._run(step)
@@ -387,8 +433,11 @@ class SqlStorage:
 class SqlNotes:
     """Notes in ``sg_notes``, versioned by a counter."""
 
-    def __init__(self, storage: SqlStorage, label: str, template: str) -> None:
+    def __init__(
+        self, storage: SqlStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
+    ) -> None:
         self.storage, self.label, self.template = storage, label, template
+        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
@@ -400,7 +449,9 @@ class SqlNotes:
                 self.label,
             ),
         )
-        return (row[0], int(row[1])) if row else (self.template, 0)
+        if row is None:
+            return self.template, 0
+        return over_cap(self.storage.location, self.label, row[0], self.max_chars), int(row[1])
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
@@ -428,6 +479,15 @@ class SqlNotes:
             return current + 1
 
         return self.storage._run(step)
+
+
+def _rows(records: list[dict[str, Any]], lines: list[bytes] | None) -> list[tuple[str, str | None]]:
+    """Each record's stored body and entry uuid."""
+    lines = lines or [encode_record(r) for r in records]
+    return [
+        (line.decode("utf-8").rstrip("\n"), _uuid(r))
+        for line, r in zip(lines, records, strict=True)
+    ]
 
 
 def _uuid(record: dict[str, Any]) -> str | None:
