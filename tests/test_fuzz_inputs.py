@@ -231,3 +231,20 @@ def test_fuzzed_state_files_open_and_work(tmp_path, saved, state, raw):
     session.close()
     for leftover in folder.glob("state.json.bad-*"):
         leftover.unlink()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "STENOGRAPH_FORKED_EXTRACTION__PROMPT_PATH",
+        "STENOGRAPH_FORKED_EXTRACTION__TEMPLATE_PATH",
+        "STENOGRAPH_FORKED_EXTRACTION__MEMORY_PATH",
+        "STENOGRAPH_MEMORY_COMPACT__RESUME_NOTES_PATH",
+    ],
+)
+def test_a_home_of_an_unknown_user_is_a_one_line_error(monkeypatch, name):
+    monkeypatch.setenv(name, "~0/notes.md")
+    with pytest.raises(stenograph.PresetError, match="no user named '0'") as caught:
+        stenograph.Engine.from_preset(ALL_FOUR)
+    one_line(caught.value)
+    assert name in str(caught.value)

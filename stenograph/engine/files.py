@@ -52,6 +52,19 @@ def remove_temp_files(folder: Path, prefix: str, suffix: str) -> int:
     return removed
 
 
+def home_path(value: str) -> Path:
+    """``value`` as a path with a leading ``~`` or ``~user`` expanded; a user this machine
+    does not know (or no home folder) is a ``ValueError`` saying so."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        user = value[1:].split("/", 1)[0]
+        who = f"no user named {user!r}" if user else "no home folder is known"
+        raise ValueError(
+            f"{who}: a path starting with ~{user} names that user's home folder"
+        ) from None
+
+
 def read_small_text(path: Path, max_bytes: int = 1_000_000) -> str:
     """A regular UTF-8 text file of at most ``max_bytes``; anything else (a device, a FIFO,
     a folder, a bigger or undecodable file) is an ``OSError``/``ValueError`` saying so,

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
 from ..engine.events import Event
 from ..engine.extraction import NotesRecord
+from ..engine.files import home_path
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.notes import headings, read_notes, sections
@@ -89,6 +90,13 @@ class MemoryCompactSettings(HandlerSettings):
         description="Notes of an earlier session to put before a fresh session's history"
         " (a host starting a new conversation on the same task).",
     )
+
+    @field_validator("resume_notes_path")
+    @classmethod
+    def _home_known(cls, value: str | None) -> str | None:
+        if value is not None:
+            home_path(value)
+        return value
 
     @model_validator(mode="after")
     def _keep_bounds(self) -> MemoryCompactSettings:
@@ -240,7 +248,7 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
         return f"{INTRO.format(path=path)}\n\n<session-notes>\n{notes_text}\n</session-notes>"
 
     def _resume(self, session: Session) -> None:
-        path = Path(self.settings.resume_notes_path or "").expanduser()
+        path = home_path(self.settings.resume_notes_path or "")
         text = _read(str(path))
         if not text or _template_only(text) or session.history.preamble:
             log.info("no notes to resume from at %s", path)

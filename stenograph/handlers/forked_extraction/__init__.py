@@ -26,7 +26,7 @@ from pydantic import Field, field_validator
 from ...engine.errors import StenographError
 from ...engine.events import Event
 from ...engine.extraction import ExtractionRequest, NotesRecord
-from ...engine.files import read_small_text
+from ...engine.files import home_path, read_small_text
 from ...engine.handler import Handler
 from ...engine.hookspecs import hookimpl
 from ...engine.notes import MAX_NOTES_CHARS, NotesUnreadable
@@ -46,12 +46,18 @@ REQUEST_KEYS = ("model", "system", "tools", "messages", "stream", "max_tokens")
 def _text_file(value: str | None) -> str | None:
     if value is None:
         return None
-    path = Path(value).expanduser()
+    path = home_path(value)
     try:
         read_small_text(path)
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read {path}: {exc}") from None
     return str(path)
+
+
+def _home_known(value: str | None) -> str | None:
+    if value is not None:
+        home_path(value)
+    return value
 
 
 class ForkedExtractionSettings(HandlerSettings):
@@ -103,6 +109,7 @@ class ForkedExtractionSettings(HandlerSettings):
     )
 
     _check_files = field_validator("template_path", "prompt_path")(_text_file)
+    _check_home = field_validator("memory_path")(_home_known)
 
 
 def _package_text(name: str) -> str:
@@ -329,7 +336,7 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         configured = self.settings.memory_path
         if configured is None:
             return self._folder(session) / "session-memory.md"
-        path = Path(configured.replace("{session_id}", session.id)).expanduser()
+        path = home_path(configured.replace("{session_id}", session.id))
         return path if path.is_absolute() else self._folder(session) / path
 
     def _folder(self, session: Session) -> Path:
@@ -367,4 +374,4 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
 
 
 def _read(path: str | None) -> str | None:
-    return read_small_text(Path(path).expanduser()) if path else None
+    return read_small_text(home_path(path)) if path else None
