@@ -10,7 +10,15 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
-from .base import Lease, StoreError, VersionConflict, lease_lost, parse_state, yields_to
+from .base import (
+    Lease,
+    StoreError,
+    VersionConflict,
+    lease_lost,
+    new_write_id,
+    parse_state,
+    yields_to,
+)
 
 NOW = "local t = redis.call('TIME') local now = tonumber(t[1]) + tonumber(t[2]) / 1e6\n"
 FENCE = (
@@ -74,24 +82,34 @@ end
 return {before, redis.call('LLEN', KEYS[2])}
 """
 )
+# ARGV[3] is the write's own id: a retry that finds it in place landed already (the reply
+# was lost with the connection) and reports the version it wrote
 SAVE_STATE = (
     FENCE
     + """
-local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
 local current = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
-if current ~= tonumber(ARGV[3]) then return redis.error_reply('VERSION ' .. current) end
-redis.call('HSET', KEYS[2], 'state', ARGV[4], 'version', current + 1,
-           'journal', redis.call('LLEN', KEYS[3]))
+if current ~= tonumber(ARGV[4]) and redis.call('HGET', KEYS[2], 'write') == ARGV[3] then
+  return current
+end
+local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+if current ~= tonumber(ARGV[4]) then return redis.error_reply('VERSION ' .. current) end
+redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', current + 1,
+           'journal', redis.call('LLEN', KEYS[3]), 'write', ARGV[3])
 return current + 1
 """
 )
 NOTES_CAS = (
     FENCE
     + """
+local current = tonumber(redis.call('HGET', KEYS[2], ARGV[4] .. ':version') or '0')
+if current ~= tonumber(ARGV[5]) and redis.call('HGET', KEYS[2], ARGV[4] .. ':write') == ARGV[3]
+then
+  return current
+end
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
-local current = tonumber(redis.call('HGET', KEYS[2], ARGV[3] .. ':version') or '0')
-if current ~= tonumber(ARGV[4]) then return redis.error_reply('VERSION ' .. current) end
-redis.call('HSET', KEYS[2], ARGV[3], ARGV[5], ARGV[3] .. ':version', current + 1)
+if current ~= tonumber(ARGV[5]) then return redis.error_reply('VERSION ' .. current) end
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[6], ARGV[4] .. ':version', current + 1,
+           ARGV[4] .. ':write', ARGV[3])
 return current + 1
 """
 )
@@ -251,7 +269,7 @@ class RedisStorage:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
         body = json.dumps(state, ensure_ascii=False)
         keys = [self._lease_key(lease), self._key("state"), self._key("log")]
-        return int(self._script("save_state", keys, [expected, body], lease))
+        return int(self._script("save_state", keys, [new_write_id(), expected, body], lease))
 
     def keep_aside(self, reason: str) -> str | None:
         """See :class:`~stenograph.stores.base.SessionStorage` (the key stays as it is)."""
@@ -297,6 +315,7 @@ class RedisNotes:
         MemoryFile(Path(self.label), self.template).check(text)
         keys = [self.storage._lease_key(lease), self.storage._key("notes")]
         try:
-            return int(self.storage._script("notes_cas", keys, [self.label, version, text], lease))
+            args = [new_write_id(), self.label, version, text]
+            return int(self.storage._script("notes_cas", keys, args, lease))
         except VersionConflict as exc:
             raise NotesConflict(f"{self.label}: {exc}") from None

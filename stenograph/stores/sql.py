@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
-from .base import Lease, VersionConflict, lease_lost, parse_state, yields_to
+from .base import Lease, VersionConflict, lease_lost, new_write_id, parse_state, yields_to
 
 log = logging.getLogger("stenograph.stores.sql")
 T = TypeVar("T")
-TABLES = ("sg_records", "sg_leases", "sg_notes", "sg_sessions")
+TABLES = ("sg_records", "sg_leases", "sg_notes", "sg_writes", "sg_sessions")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sg_sessions (
     id TEXT PRIMARY KEY, state TEXT, version {int} NOT NULL DEFAULT 0, pending TEXT);
@@ -31,6 +31,9 @@ CREATE TABLE IF NOT EXISTS sg_leases (
 CREATE TABLE IF NOT EXISTS sg_notes (
     session TEXT NOT NULL, label TEXT NOT NULL, text TEXT NOT NULL, version {int} NOT NULL,
     PRIMARY KEY (session, label));
+CREATE TABLE IF NOT EXISTS sg_writes (
+    session TEXT NOT NULL, target TEXT NOT NULL, id TEXT NOT NULL,
+    PRIMARY KEY (session, target));
 """
 
 
@@ -102,7 +105,8 @@ class SqlStore:
 
     def run(self, session_id: str | None, step: Callable[[Any], T]) -> T:
         """``step(cursor)`` in a transaction; a lost connection is reopened and the step
-        retried (for up to 30 s), which is safe: appends are idempotent by uuid."""
+        retried (for up to 30 s), which is safe: appends are idempotent by uuid, and a
+        compare-and-swap finds its own write id when its commit landed unheard."""
         deadline = time.monotonic() + 30.0
         while True:
             try:
@@ -322,11 +326,14 @@ class SqlStorage:
 
     def save_state(self, state: dict[str, Any], expected: int, lease: Lease | None) -> int:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
+        write_id = new_write_id()
 
         def step(cur: Any) -> int:
-            self.check(cur, lease)
             row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
             current = int(row[0]) if row else 0
+            if current != expected and self.landed(cur, "state", write_id):
+                return current
+            self.check(cur, lease)
             if current != expected:
                 raise VersionConflict(
                     f"{self.location}: the state is at version {current}, not {expected}"
@@ -340,9 +347,26 @@ class SqlStorage:
                 body,
                 expected + 1,
             )
+            self.written(cur, "state", write_id)
             return expected + 1
 
         return self._run(step)
+
+    def landed(self, cur: Any, target: str, write_id: str) -> bool:
+        """Whether the last compare-and-swap of ``target`` was the write ``write_id`` (a
+        retry of a write whose commit landed but whose reply was lost)."""
+        row = self._one(cur, "SELECT id FROM sg_writes WHERE session = ? AND target = ?", target)
+        return row is not None and row[0] == write_id
+
+    def written(self, cur: Any, target: str, write_id: str) -> None:
+        """Record which write replaced ``target`` last (see :meth:`landed`)."""
+        self._exec(
+            cur,
+            "INSERT INTO sg_writes (session, target, id) VALUES (?, ?, ?)"
+            " ON CONFLICT (session, target) DO UPDATE SET id = excluded.id",
+            target,
+            write_id,
+        )
 
     def keep_aside(self, reason: str) -> str | None:
         """See :class:`~stenograph.stores.base.SessionStorage` (the row stays as it is)."""
@@ -407,13 +431,16 @@ class SqlNotes:
         from ..handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
 
         MemoryFile(Path(self.label), self.template).check(text)
+        write_id, target = new_write_id(), f"notes:{self.label}"
 
         def step(cur: Any) -> int:
-            self.storage.check(cur, lease)
             row = self.storage._one(
                 cur, "SELECT version FROM sg_notes WHERE session = ? AND label = ?", self.label
             )
             current = int(row[0]) if row else 0
+            if current != version and self.storage.landed(cur, target, write_id):
+                return current
+            self.storage.check(cur, lease)
             if current != version:
                 raise NotesConflict(f"{self.label} (version {current}, not {version})")
             self.storage._exec(
@@ -425,6 +452,7 @@ class SqlNotes:
                 text,
                 current + 1,
             )
+            self.storage.written(cur, target, write_id)
             return current + 1
 
         return self.storage._run(step)
