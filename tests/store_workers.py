@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import random
 import signal
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import anthropic
@@ -95,3 +99,62 @@ def hold_then_write(url: str, ready: Any, result: Any) -> None:
 
 def _entry(uuid: str) -> dict[str, Any]:
     return {"op": "append", "entry": {"uuid": uuid, "role": "user", "content": uuid, "time": 0}}
+
+
+def extraction_engine(
+    executor: Any = None, more: dict[str, Any] | None = None
+) -> stenograph.Engine:
+    """Every response triggers an extraction; the fork asks the test server (from
+    ``ANTHROPIC_BASE_URL``) and rewrites the notes."""
+    overrides = {
+        "update-threshold": {"minimumMessageTokensToInit": 1, "minimumTokensBetweenUpdate": 1},
+        "forked-extraction": {"backend": "anthropic", "maxRetries": 0},
+    }
+    for name, values in (more or {}).items():
+        overrides[name] = {**overrides.get(name, {}), **values}
+    return stenograph.Engine.from_preset("default", overrides=overrides, executor=executor)
+
+
+def factory_client() -> anthropic.Anthropic:
+    """The client a worker builds through ``clientFactory``: it names its process."""
+    return anthropic.Anthropic(
+        api_key="k",
+        base_url=os.environ["STENOGRAPH_TEST_SERVER"],
+        default_headers={"x-worker-pid": str(os.getpid())},
+    )
+
+
+def trigger_extraction(url: str, worker: int, go: Any, executor_kind: str) -> None:
+    """One call on the shared session once ``go`` is set; its response triggers an
+    extraction, which this worker runs or files for the extraction lease holder."""
+    with worker_executor(executor_kind) as executor:
+        session = extraction_engine(executor).open_session("notes", store=url, wait_seconds=60)
+        go.wait(30)
+        session.append({"role": "user", "content": f"req-{worker}"})
+        session.pre_call(model="m")
+        usage = {"input_tokens": 1000 * len(session.history), "output_tokens": 10}
+        session.post_sampling(
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "usage": usage}
+        )
+        assert session.wait_for_background(120)
+        session.close()
+
+
+@contextlib.contextmanager
+def worker_executor(kind: str) -> Iterator[Any]:
+    """No executor (the shared threads), a process pool, or a small Dask cluster."""
+    if kind == "threads":
+        yield None
+    elif kind == "processes":
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            pool.submit(int).result()  # its process forked now, before any thread runs here
+            yield pool
+    else:
+        from distributed import Client, LocalCluster
+
+        small = {"n_workers": 1, "threads_per_worker": 2, "processes": False}
+        with (
+            LocalCluster(**small, dashboard_address=None) as cluster,
+            Client(cluster) as client,
+        ):
+            yield client.get_executor(pure=False)

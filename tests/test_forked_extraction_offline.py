@@ -213,16 +213,20 @@ def test_every_real_session_gets_notes_offline(tmp_path, monkeypatch, path):
 
 def test_prompt_names_the_path_the_notes_and_the_largest_sections_when_over_budget(tmp_path):
     from stenograph.handlers.forked_extraction.fork import ForkContext
+    from stenograph.handlers.forked_extraction.job import job_settings, render_prompt
 
     handler = ForkedExtraction(ForkedExtraction.Settings(section_budget_tokens=100))
     context = ForkContext("m", None, [{"name": "Edit"}], [], {})
+    settings = job_settings(handler.settings)
     small = Workspace(tmp_path / "n.md", TEMPLATE)
-    prompt = handler._prompt(small, "host-tool", context)
+    prompt = render_prompt(handler.prompt, settings, small, "host-tool", context)
     assert str(tmp_path / "n.md") in prompt and TEMPLATE.strip() in prompt
     assert "over budget" not in prompt and "the Edit tool (file_path" in prompt
     big = TEMPLATE.replace("# Worklog\n", "# Worklog\n" + "- step done\n" * 200)
     big = big.replace("# Learnings\n", "# Learnings\n" + "- lesson\n" * 100)
-    prompt = handler._prompt(Workspace(tmp_path / "n.md", big), "host-tool", context)
+    prompt = render_prompt(
+        handler.prompt, settings, Workspace(tmp_path / "n.md", big), "host-tool", context
+    )
     assert "over budget" in prompt and "largest sections are Worklog" in prompt
     assert prompt.index("Worklog (~") < prompt.index("Learnings (~")
     assert "{{" not in prompt

@@ -1,6 +1,7 @@
-"""A compare-and-swap whose write landed but whose reply was lost (the connection cut right
-after the server answered) is retried and reports its own write, not a conflict. A TCP
-proxy between the store and the real server drops the connection at that moment."""
+"""A compare-and-swap (state, notes, a call's end) whose write landed but whose reply was
+lost (the connection cut right after the server answered) is retried and returns what it
+wrote, not a conflict. A TCP proxy between the store and the real server drops the
+connection at that moment. A connection whose setup failed is closed at once."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from store_fixtures import POSTGRES_URL, drop, free_port, postgres_url, redis_url
 
-from stenograph.stores import open_store
+from stenograph.stores import CALL, open_store
+from stenograph.stores.base import CallEnd
 
 
 class CuttingProxy:
@@ -73,9 +75,9 @@ def is_commit_reply(data: bytes) -> bool:
     return b"C\x00\x00\x00\x0bCOMMIT\x00" in data
 
 
-def is_integer_reply(data: bytes) -> bool:
-    """A RESP integer: what the state and notes scripts return on success."""
-    return data.startswith(b":")
+def is_script_reply(data: bytes) -> bool:
+    """A RESP integer or array: what the state, notes and call-end scripts return."""
+    return data[:1] in (b":", b"*")
 
 
 @pytest.fixture(params=["postgres", "redis"])
@@ -90,7 +92,7 @@ def cut_store(request: pytest.FixtureRequest) -> Iterator[tuple[object, CuttingP
     else:
         url = redis_url(name)
         upstream = urlsplit(url)
-        proxy = CuttingProxy((upstream.hostname or "", upstream.port or 6379), is_integer_reply)
+        proxy = CuttingProxy((upstream.hostname or "", upstream.port or 6379), is_script_reply)
         store_url = through(url, proxy)
     store = open_store(store_url)
     try:
@@ -121,6 +123,20 @@ def test_a_notes_swap_whose_reply_was_lost_reports_its_version(cut_store):
     assert notes.compare_and_swap(1, "# Notes\nsecond\n") == 2
     assert proxy.cuts == 1
     assert notes.read() == ("# Notes\nsecond\n", 2)
+
+
+def test_a_call_end_whose_reply_was_lost_reports_its_positions(cut_store):
+    store, proxy = cut_store
+    storage = store.session("s")
+    record = {"op": "append", "entry": {"uuid": "u1", "role": "user", "content": "hi"}}
+    lease = storage.acquire(CALL, "host:1:a", 30.0)
+    proxy.armed.set()
+    end = CallEnd(records=[record], lines=[], state={"n": 1}, expected=0, lease=lease)
+    assert storage.commit(end) == (0, 1, 1)
+    assert proxy.cuts == 1
+    assert storage.read(0) == ([record], 1)
+    assert storage.load_state()[2] == 1
+    assert storage.acquire(CALL, "host:2:b", 30.0) is not None  # the lease was given up
 
 
 def backends_gone(admin: Any, role: str) -> bool:

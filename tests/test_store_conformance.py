@@ -28,6 +28,7 @@ from stenograph.stores import (
     acquire_wait,
     open_store,
 )
+from stenograph.stores.base import CallEnd
 from stenograph.testing.messages_server import MessagesServer, Reply
 
 FORK = multiprocessing.get_context("fork")
@@ -135,6 +136,66 @@ def test_state_and_notes_change_by_compare_and_swap(store_url):
     with pytest.raises(NotesConflict):
         notes_b.compare_and_swap(v, "# Notes\n- b\n")
     assert notes_b.read()[0] == "# Notes\n- a\n"
+
+
+def test_a_call_ends_in_one_step_that_writes_all_or_nothing(store_url):
+    storage = open_store(store_url).session("s")
+    lease = storage.acquire(CALL, "host-a:1:x", 5.0)
+    records = [entry("a"), entry("b")]
+    before, after, version = storage.commit(CallEnd(records, [], {"handlers": {"x": {}}}, 0, lease))
+    assert version == 1 and storage.load_state()[0]["handlers"] == {"x": {}}
+    assert [r["entry"]["uuid"] for r in storage.read(0)[0]] == ["a", "b"]
+    assert (before, after) == (0, storage.position())
+    assert storage.acquire(CALL, "host-b:2:y", 5.0) is not None  # the lease was given up
+    with pytest.raises(LeaseLost):  # fenced: nothing of the step is written
+        storage.commit(CallEnd([entry("c")], [], {"handlers": {}}, 1, lease))
+    newer = storage.acquire(CALL, "host-b:2:y", 5.0)
+    with pytest.raises(VersionConflict):  # a stale state version: no record either
+        storage.commit(CallEnd([entry("d")], [], {"handlers": {}}, 0, newer))
+    assert [r["entry"]["uuid"] for r in storage.read(0)[0]] == ["a", "b"]
+    assert storage.commit(CallEnd([], [], None, 1, newer))[2] == 1  # only the release
+
+
+def test_notes_written_by_one_process_are_read_by_another_and_fenced(store_url):
+    writer = FORK.Process(target=_write_notes, args=(store_url, "# Notes\n- from a worker\n"))
+    run_all([writer])
+    storage = open_store(store_url).session("s")
+    notes = storage.notes("session-memory.md", "# Notes\n")
+    text, version = notes.read()
+    assert text == "# Notes\n- from a worker\n"  # kept in the store, not in a worker's folder
+    with pytest.raises(NotesConflict):
+        notes.compare_and_swap("stale" if isinstance(version, str) else version - 1, "# Notes\n")
+    lease = storage.acquire(EXTRACTION, "host-a:1:x", 0.2)
+    time.sleep(0.3)
+    with pytest.raises(LeaseLost, match="expired"):
+        notes.compare_and_swap(version, "# Notes\n- late\n", lease)
+    newer = storage.acquire(EXTRACTION, "host-b:2:y", 5.0)
+    with pytest.raises(LeaseLost, match="write refused"):
+        notes.compare_and_swap(version, "# Notes\n- stolen\n", lease)
+    notes.compare_and_swap(version, "# Notes\n- holder\n", newer)
+    assert notes.read()[0] == "# Notes\n- holder\n"
+
+
+def _write_notes(url: str, text: str) -> None:
+    storage = open_store(url).session("s")
+    lease = acquire_wait(storage, EXTRACTION, f"{os.uname().nodename}:{os.getpid()}:w", 5.0, 5.0)
+    notes = storage.notes("session-memory.md", "# Notes\n")
+    notes.compare_and_swap(notes.read()[1], text, lease)
+    storage.release(lease)
+
+
+def test_the_newest_pending_job_wins_and_an_older_one_filed_late_is_dropped(store_url):
+    storage = open_store(store_url).session("s")
+    storage.set_pending({"upto": "u5", "position": 5})
+    storage.set_pending({"upto": "u3", "position": 3})  # older: the newer one stays
+    assert storage.pending() == {"upto": "u5", "position": 5}
+    lease = storage.acquire(EXTRACTION, "host-a:1:x", 5.0)
+    assert storage.take_pending(lease) == {"upto": "u5", "position": 5}
+    assert storage.pending() is None
+    storage.set_pending({"upto": "u4", "position": 4})  # older than the one taken
+    assert storage.pending() is None and storage.take_pending(lease) is None
+    storage.set_pending({"upto": "u7", "position": 7})
+    assert storage.pending() == {"upto": "u7", "position": 7}
 
 
 def test_extraction_jobs_coalesce_and_go_to_the_lease_holder(store_url):

@@ -27,6 +27,8 @@ from .state import HandlerState, StateKey
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from ..stores.base import Store
 
 log = logging.getLogger("stenograph.engine")
@@ -60,9 +62,11 @@ class Engine:
         overrides: dict[Any, dict[str, Any]] | None = None,
         handlers: Iterable[type[Handler]] = (),
         services: dict[str, Any] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.preset = preset
         self.services: dict[str, Any] = dict(services or {})
+        self.executor = executor
         self.strict = preset.strict
         self.pm = self.plugin_manager()
         self.catalog = HandlerCatalog()
@@ -102,12 +106,16 @@ class Engine:
         overrides: dict[Any, dict[str, Any]] | None = None,
         handlers: Iterable[type[Handler]] = (),
         services: dict[str, Any] | None = None,
+        executor: Executor | None = None,
     ) -> Engine:
         """A built-in preset name or a path to a ``.toml`` file. ``overrides`` maps a handler
         name (every slot of it) or a slot index to settings that beat every other layer;
         ``handlers`` adds handler classes defined in the host application; ``services``
-        hands objects to handlers (``{"anthropic": client}`` for forked-extraction)."""
-        return cls(load_preset(preset), overrides, handlers, services)
+        hands objects to handlers (``{"anthropic": client}`` for forked-extraction);
+        ``executor`` (a ``concurrent.futures.Executor``: a process pool, Dask's
+        ``Client.get_executor(pure=False)``) runs the notes jobs, which then need a
+        session store (default: the shared background threads)."""
+        return cls(load_preset(preset), overrides, handlers, services, executor)
 
     def open_session(
         self,

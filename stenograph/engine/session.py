@@ -23,6 +23,7 @@ from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, St
 from .extraction import NotesRecord
 from .history import History
 from .hooks import SessionHooks
+from .notes import MAX_NOTES_CHARS
 from .request import Request
 from .state import Stash
 from .store import JOURNAL_BYTES, check_session_id, encode_record
@@ -31,7 +32,7 @@ from .telemetry import NO_SPAN
 from .tokens import encoding
 
 if TYPE_CHECKING:
-    from ..stores.base import Lease, SessionStorage, Store
+    from ..stores.base import Lease, Notes, SessionStorage, Store
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -73,6 +74,17 @@ class Session:
         if store is None and state_dir is not None:
             store = Path(state_dir)
         self.store: Store | None = open_store(store) if store is not None else None
+        if (
+            self.store is None
+            and engine.executor is not None
+            and engine.implements("extraction_requested")
+        ):
+            raise ValueError(
+                f"session {self.id}: an in-memory session (state_dir=None, no store=) cannot"
+                " run its notes jobs on the engine's executor (executor= of"
+                " Engine.from_preset): give the session a store, or build the engine"
+                " without executor="
+            )
         self._store: SessionStorage | None = self.store.session(self.id) if self.store else None
         self.folder = self._store.folder if isinstance(self._store, FolderStorage) else None
         self.lease_seconds, self.wait_seconds = lease_seconds, wait_seconds
@@ -90,6 +102,7 @@ class Session:
         self._closed = False
         self._saved_state: dict[str, Any] = {}
         self._host = HostMessages()
+        self._batch: list[tuple[dict[str, Any], bytes]] | None = None  # records of a phase
         self._heard: NotesRecord | None = None  # the newest notes record the journal holds
         self._load()
         engine.bind_states(self)
@@ -247,13 +260,16 @@ class Session:
             try:
                 now = self.clock()
                 entry = response_entry(response, now)
-                self._add(entry)
-                call = PostSamplingCall(
-                    session=self, now=now, response=entry, request=self.last_request
-                )
-                with self.traced("post_sampling", call):
-                    self.engine.dispatch("post_sampling", self, call)
-                    self._save_state_if_changed()
+                self._batch = []  # one store step at the end: the records, the state, release
+                try:
+                    self._add(entry)
+                    call = PostSamplingCall(
+                        session=self, now=now, response=entry, request=self.last_request
+                    )
+                    with self.traced("post_sampling", call):
+                        self.engine.dispatch("post_sampling", self, call)
+                finally:
+                    self._commit_batch()
             finally:
                 self.release()
             return entry
@@ -331,11 +347,33 @@ class Session:
             self._state["window"] = {"start": start.uuid, "preamble": list(preamble)}
             self._save_state_if_changed()
 
-    def announce_notes(self, notes: NotesRecord, lease: Lease | None = None) -> None:
-        """An extractor wrote ``notes``: journal the record (fenced by the extraction
-        ``lease`` when given), so that every worker and a reopened session learn of it
-        too, then call ``notes_written`` on every slot. Safe from a background thread."""
+    @property
+    def storage(self) -> SessionStorage | None:
+        """Where this session is kept (None: in memory)."""
+        return self._store
+
+    @property
+    def position(self) -> int:
+        """The journal position this session has applied up to (it only grows)."""
+        return self._position
+
+    def notes_at(self, label: str, template: str = "", max_chars: int = MAX_NOTES_CHARS) -> Notes:
+        """The notes ``label`` of this session, kept in its store (the file at ``label``
+        for the folder store and for an in-memory session)."""
         if self._store is not None:
+            return self._store.notes(label, template, max_chars)
+        from ..stores.folder import FileNotes
+
+        return FileNotes(Path(label), template, max_chars=max_chars)
+
+    def announce_notes(
+        self, notes: NotesRecord, lease: Lease | None = None, journaled: bool = False
+    ) -> None:
+        """An extractor wrote ``notes``: journal the record (fenced by the extraction
+        ``lease`` when given; ``journaled``: the extractor's job did), so that every
+        worker and a reopened session learn of it too, then call ``notes_written`` on
+        every slot. Safe from a background thread."""
+        if self._store is not None and not journaled:
             self._store.append([_notes_op(notes)], lease)
         self.hook.notes_written(notes=notes)
 
@@ -491,11 +529,49 @@ class Session:
         if self._store is None:
             encode_record(record)  # the same checks as a stored record
             return
-        before, after = self._store.append(
-            [record], self._lease, None if line is None else [line]
-        )
+        if self._batch is not None:
+            self._batch.append((record, line or encode_record(record)))
+            return
+        before, after = self._store.append([record], self._lease, None if line is None else [line])
+        self._moved(before, after)
+
+    def _moved(self, before: int, after: int) -> None:
         if before == self._position:
             self._position = after
+
+    def _commit_batch(self) -> None:
+        """The records journaled during the phase, the state when it changed, and the
+        lease's release: one store step (one transaction, one script)."""
+        from ..stores.base import CallEnd
+
+        batch, self._batch = self._batch or [], None
+        if self._store is None:
+            return
+        with self._state_lock:
+            changed = _without_seen(self._state) != _without_seen(self._saved_state)
+            try:
+                records, lines = [r for r, _ in batch], [line for _, line in batch]
+                state = self._state if changed else None
+                end = CallEnd(records, lines, state, self._state_version, self._lease)
+                before, after, version = self._store.commit(end)
+            except BaseException:
+                self._undo(batch)
+                raise
+            self._lease = None  # released by the commit
+            if changed:
+                self._state_version = version
+                self._saved_state = copy.deepcopy(self._state)
+        self._moved(before, after)
+
+    def _undo(self, batch: list[tuple[dict[str, Any], bytes]]) -> None:
+        """A batch that was not stored: the entries it added leave the history again
+        (all or nothing, as an append)."""
+        added = {r["entry"]["uuid"] for r, _ in batch if r.get("op") == "append"}
+        if not added or self._store is None or self._store.position() != self._position:
+            return  # nothing to take back, or the records were stored before the failure
+        keep = next(i for i, e in enumerate(self.history.entries) if e.uuid in added)
+        self._rebuild(self.history.entries[:keep])
+        self._host_known = min(self._host_known, keep)
 
     def _renew(self) -> None:
         """Extend the lease held; one taken over meanwhile is lost."""
@@ -548,15 +624,13 @@ class Session:
 
     def _save_state(self) -> None:
         assert self._store is not None
-        self._state_version = self._store.save_state(
-            self._state, self._state_version, self._lease
-        )
+        self._state_version = self._store.save_state(self._state, self._state_version, self._lease)
 
     def _save_state_if_changed(self) -> None:
         """Save when something other than the ``seen`` cursor changed (the cursor is saved
         along with other changes and on close: a stale one only shows handlers again)."""
-        if self._store is None:
-            return
+        if self._store is None or self._batch is not None:
+            return  # a phase's batch saves the state with its records
         with self._state_lock:
             if _without_seen(self._state) == _without_seen(self._saved_state):
                 return

@@ -14,12 +14,14 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..engine.errors import StenographError
+from ..engine.notes import MAX_NOTES_CHARS, NotesUnreadable
 
+T = TypeVar("T")
 CALL = "call"
 EXTRACTION = "extraction"
 KINDS = (CALL, EXTRACTION)
@@ -93,6 +95,19 @@ def _dead_here(holder: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class CallEnd:
+    """What a call writes in its last step: the records to append (``lines``: encoded, or
+    empty), the state (None: unchanged) expected at version ``expected``, the lease it
+    gives up."""
+
+    records: list[dict[str, Any]]
+    lines: list[bytes]
+    state: dict[str, Any] | None
+    expected: int
+    lease: Lease | None
+
+
 @runtime_checkable
 class Notes(Protocol):
     """One notes text, replaced only by compare-and-swap."""
@@ -147,17 +162,30 @@ class SessionStorage(Protocol):
         """Replace the state if it is at version ``expected`` (``VersionConflict`` if
         not; ``LeaseLost`` unless ``lease`` is current); the new version."""
 
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """One atomic step at the end of a call: append ``end.records`` (as
+        :meth:`append`), replace the state when ``end.state`` is given (as
+        :meth:`save_state`), give ``end.lease`` up. Returns the positions (before, after)
+        and the state's version."""
+
     def keep_aside(self, reason: str) -> str | None:
         """Keep a copy of unusable state for the user; where it is."""
 
-    def notes(self, label: str, template: str) -> Notes:
-        """The notes called ``label`` (created from ``template`` on first write)."""
+    def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> Notes:
+        """The notes called ``label``, kept in the store (the template until the first
+        write; a text over ``max_chars`` is ``NotesUnreadable``)."""
 
     def set_pending(self, job: dict[str, Any]) -> None:
-        """File an extraction job; it replaces one not taken yet (coalescing)."""
+        """File an extraction job; it replaces the one not taken yet, unless that one or
+        the last one taken covers a later journal ``position`` (coalescing: the newest
+        request wins, an older one filed late is dropped)."""
+
+    def pending(self) -> dict[str, Any] | None:
+        """The job filed and not taken yet (read only, no lease needed)."""
 
     def take_pending(self, lease: Lease) -> dict[str, Any] | None:
-        """The pending job, removed, for the holder of the extraction ``lease``."""
+        """The pending job, for the holder of the extraction ``lease``; only the mark of
+        its position stays filed."""
 
     def close(self) -> None:
         """Release what this object holds open."""
@@ -199,6 +227,68 @@ def acquire_wait(
             )
         time.sleep(min(pause, left))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def job_owner() -> str:
+    """A lease owner for one background job: unique even among the jobs of one process
+    (which never take a lease over from each other), and seen as gone when its process
+    is."""
+    return f"{new_owner()}:job"
+
+
+def newer(job: dict[str, Any], than: dict[str, Any] | None) -> bool:
+    """Whether ``job`` replaces ``than``, the job pending or the last one taken
+    (coalescing: the newest, by the journal ``position`` it covers, wins)."""
+    return than is None or int(job.get("position", 0)) >= int(than.get("position", 0))
+
+
+def taken(job: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What stays filed once ``job`` is taken: its position, so an older job filed late
+    is not run after it."""
+    return None if job is None else {"position": job.get("position", 0), "taken": True}
+
+
+def untaken(job: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``job`` unless it is the mark of one taken already."""
+    return None if job is None or job.get("taken") else job
+
+
+def run_pending(
+    storage: SessionStorage,
+    job: dict[str, Any],
+    seconds: float,
+    run: Callable[[dict[str, Any], Lease], T],
+) -> list[T]:
+    """File ``job``, then run the filed jobs while holding the session's extraction lease,
+    so at most one runs at a time across the cluster. A worker that cannot get the lease
+    leaves its job filed (coalesced: the newest wins) for the holder, which looks at the
+    pending mark again after giving the lease up and takes it again when a job came."""
+    owner = job_owner()
+    storage.set_pending(job)
+    done: list[T] = []
+    while True:
+        lease = storage.acquire(EXTRACTION, owner, seconds)
+        if lease is None:
+            return done
+        try:
+            while (filed := storage.take_pending(lease)) is not None:
+                done.append(run(filed, lease))
+        except LeaseLost:
+            return done  # the lease expired under a long run: its new holder goes on
+        finally:
+            storage.release(lease)
+        if storage.pending() is None:
+            return done
+
+
+def over_cap(location: str, label: str, text: str, max_chars: int) -> str:
+    """``text``, unless it is longer than the notes cap (``NotesUnreadable``)."""
+    if len(text) > max_chars:
+        raise NotesUnreadable(
+            f"{location}: the notes {label!r} hold more than {max_chars:,} characters (the"
+            " notes cap, maxNotesChars): raise the cap or delete the session's notes"
+        )
+    return text
 
 
 def _backoff() -> Iterator[float]:

@@ -17,8 +17,9 @@ from typing import Any
 from filelock import FileLock
 
 from ..engine.files import atomic_write, private_dir
+from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import SessionStore, check_session_id, encode_record, log
-from .base import Lease, VersionConflict, lease_lost, yields_to
+from .base import CallEnd, Lease, VersionConflict, lease_lost, newer, taken, untaken, yields_to
 
 STATE_VERSION_KEY = "stateVersion"
 
@@ -173,13 +174,32 @@ class FolderStorage(SessionStore):
         """See :class:`~stenograph.stores.base.SessionStorage`."""
         with self._locked():
             self._check(lease)
-            current = _version(self.read_state()[0])
-            if current != expected:
-                raise VersionConflict(
-                    f"{self.state_path}: the state is at version {current}, not {expected}"
-                )
+            self._expect(expected)
             super().save_state({**state, STATE_VERSION_KEY: expected + 1})
             return expected + 1
+
+    def _expect(self, expected: int) -> None:
+        current = _version(self.read_state()[0])
+        if current != expected:
+            raise VersionConflict(
+                f"{self.state_path}: the state is at version {current}, not {expected}"
+            )
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage` (under the session lock)."""
+        with self._locked():
+            self._check(end.lease)
+            if end.state is not None:
+                self._expect(end.expected)  # checked first: nothing is written on a conflict
+            span = (self.position(),) * 2
+            if end.records:
+                span = self.append(end.records, end.lease, end.lines or None)
+            version = end.expected
+            if end.state is not None:
+                version = self.save_state(end.state, end.expected, end.lease)
+            if end.lease is not None:
+                self.release(end.lease)
+            return span[0], span[1], version
 
     def keep_aside(self, reason: str) -> str | None:  # type: ignore[override]
         """See :class:`~stenograph.stores.base.SessionStorage`."""
@@ -188,27 +208,38 @@ class FolderStorage(SessionStore):
 
     # notes and extraction jobs ---------------------------------------------------------
 
-    def notes(self, label: str, template: str) -> FileNotes:
-        """The notes file ``label`` (relative to the session folder)."""
+    def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> FileNotes:
+        """The notes file ``label``: a bare file name is in the session folder, any other
+        label is the file's path."""
         path = Path(label)
-        return FileNotes(path if path.is_absolute() else self.folder / path, template, self)
+        path = self.folder / path if len(path.parts) == 1 else path
+        return FileNotes(path, template, self, max_chars)
 
     def set_pending(self, job: dict[str, Any]) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
         with self._locked():
-            atomic_write(self.folder / "pending.json", json.dumps(job))
+            if newer(job, self._filed()):
+                atomic_write(self.folder / "pending.json", json.dumps(job))
+
+    def pending(self) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        return untaken(self._filed())
+
+    def _filed(self) -> dict[str, Any] | None:
+        try:
+            job = json.loads((self.folder / "pending.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+        return job if isinstance(job, dict) else None
 
     def take_pending(self, lease: Lease) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        path = self.folder / "pending.json"
         with self._locked():
             self._check(lease)
-            try:
-                job = json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                return None
-            path.unlink(missing_ok=True)
-            return job if isinstance(job, dict) else None
+            job = self.pending()
+            if job is not None:
+                atomic_write(self.folder / "pending.json", json.dumps(taken(job)))
+            return job
 
     def close(self) -> None:
         """Close the journal."""
@@ -218,16 +249,24 @@ class FolderStorage(SessionStore):
 class FileNotes:
     """A notes file; its version is its content (the compare of a compare-and-swap)."""
 
-    def __init__(self, path: Path, template: str, storage: FolderStorage | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        template: str,
+        storage: FolderStorage | None = None,
+        max_chars: int = MAX_NOTES_CHARS,
+    ) -> None:
         from ..handlers.forked_extraction.memory_file import MemoryFile
 
-        self.memory = MemoryFile(path, template)
+        self.memory = MemoryFile(path, template, max_chars)
         self.label = str(path)
         self._storage = storage
 
     def read(self) -> tuple[str, Any]:
-        """The text (the template once created) and its version."""
-        self.memory.ensure()
+        """The text and its version; a missing file is first created from the template
+        (a reader without a template creates nothing)."""
+        if self.memory.template:
+            self.memory.ensure()
         text = self.memory.read()
         return text, text
 

@@ -9,13 +9,16 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
 from .base import (
+    CallEnd,
     Lease,
     StoreError,
     VersionConflict,
     lease_lost,
     new_write_id,
+    over_cap,
     parse_state,
     yields_to,
 )
@@ -55,70 +58,110 @@ if h[1] == ARGV[1] and tonumber(h[2]) == tonumber(ARGV[2]) then
 end
 return 0
 """
-APPEND = (
-    FENCE
-    + """
-local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
-local before = redis.call('LLEN', KEYS[2])
-for i = 3, #ARGV, 3 do
-  local uuid = ARGV[i]
-  if ARGV[i + 2] ~= '' then  -- a truncate frees the uuids of the entries it removes
-    local start = 0
-    if ARGV[i + 2] ~= '*' then
-      start = tonumber(redis.call('HGET', KEYS[3], ARGV[i + 2]) or '-1')
-    end
-    if start >= 0 then
-      local all = redis.call('HGETALL', KEYS[3])
-      for j = 1, #all, 2 do
-        if tonumber(all[j + 1]) > start then redis.call('HDEL', KEYS[3], all[j]) end
+APPEND_RECORDS = """
+local function append(first)  -- ARGV from ``first`` on: (uuid, line, truncated-after) triples
+  local before = redis.call('LLEN', KEYS[2])
+  for i = first, #ARGV, 3 do
+    local uuid = ARGV[i]
+    if ARGV[i + 2] ~= '' then  -- a truncate frees the uuids of the entries it removes
+      local start = 0
+      if ARGV[i + 2] ~= '*' then
+        start = tonumber(redis.call('HGET', KEYS[3], ARGV[i + 2]) or '-1')
+      end
+      if start >= 0 then
+        local all = redis.call('HGETALL', KEYS[3])
+        for j = 1, #all, 2 do
+          if tonumber(all[j + 1]) > start then redis.call('HDEL', KEYS[3], all[j]) end
+        end
       end
     end
+    if uuid == '' or redis.call('HEXISTS', KEYS[3], uuid) == 0 then
+      local n = redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+      if uuid ~= '' then redis.call('HSET', KEYS[3], uuid, n) end
+    end
   end
-  if uuid == '' or redis.call('HEXISTS', KEYS[3], uuid) == 0 then
-    local n = redis.call('RPUSH', KEYS[2], ARGV[i + 1])
-    if uuid ~= '' then redis.call('HSET', KEYS[3], uuid, n) end
-  end
+  return {before, redis.call('LLEN', KEYS[2])}
 end
-return {before, redis.call('LLEN', KEYS[2])}
+"""
+APPEND = (
+    FENCE
+    + APPEND_RECORDS
+    + """
+local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+return append(3)
 """
 )
-# ARGV[3] is the write's own id: a retry that finds it in place landed already (the reply
-# was lost with the connection) and reports the version it wrote
-SAVE_STATE = (
+SWAP = (  # a compare-and-swap: ARGV[3] is its own write id, kept with its reply
     FENCE
     + """
-local current = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
-if current ~= tonumber(ARGV[4]) and redis.call('HGET', KEYS[2], 'write') == ARGV[3] then
-  return current
+local function landed(key, target)  -- a retry whose first try ran (its reply was lost)
+  local last = redis.call('HMGET', key, target .. ':write', target .. ':reply')
+  if last[1] == ARGV[3] then return cjson.decode(last[2]) end
+  return nil
 end
+local function written(key, target, reply)
+  redis.call('HSET', key, target .. ':write', ARGV[3], target .. ':reply', cjson.encode(reply))
+  return reply
+end
+"""
+)
+COMMIT = (  # KEYS: lease, log, uuids, state; ARGV: owner, epoch, write, expected, state|'', records
+    SWAP
+    + APPEND_RECORDS
+    + """
+local done = landed(KEYS[4], 'call') if done then return done end
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+local version = tonumber(ARGV[4])
+if ARGV[5] ~= '' then  -- checked before anything is written: a script is not rolled back
+  local current = tonumber(redis.call('HGET', KEYS[4], 'version') or '0')
+  if current ~= version then return redis.error_reply('VERSION ' .. current) end
+end
+local span = append(6)
+if ARGV[5] ~= '' then
+  version = version + 1
+  redis.call('HSET', KEYS[4], 'state', ARGV[5], 'version', version,
+             'journal', redis.call('LLEN', KEYS[2]))
+end
+if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'owner', '', 'expires', '0') end
+return written(KEYS[4], 'call', {span[1], span[2], version})
+"""
+)
+SAVE_STATE = (
+    SWAP
+    + """
+local done = landed(KEYS[2], 'state') if done then return done end
+local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+local current = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
 if current ~= tonumber(ARGV[4]) then return redis.error_reply('VERSION ' .. current) end
 redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', current + 1,
-           'journal', redis.call('LLEN', KEYS[3]), 'write', ARGV[3])
-return current + 1
+           'journal', redis.call('LLEN', KEYS[3]))
+return written(KEYS[2], 'state', current + 1)
 """
 )
 NOTES_CAS = (
-    FENCE
+    SWAP
     + """
-local current = tonumber(redis.call('HGET', KEYS[2], ARGV[4] .. ':version') or '0')
-if current ~= tonumber(ARGV[5]) and redis.call('HGET', KEYS[2], ARGV[4] .. ':write') == ARGV[3]
-then
-  return current
-end
+local done = landed(KEYS[2], ARGV[4]) if done then return done end
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+local current = tonumber(redis.call('HGET', KEYS[2], ARGV[4] .. ':version') or '0')
 if current ~= tonumber(ARGV[5]) then return redis.error_reply('VERSION ' .. current) end
-redis.call('HSET', KEYS[2], ARGV[4], ARGV[6], ARGV[4] .. ':version', current + 1,
-           ARGV[4] .. ':write', ARGV[3])
-return current + 1
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[6], ARGV[4] .. ':version', current + 1)
+return written(KEYS[2], ARGV[4], current + 1)
 """
 )
+SET_PENDING = """
+local held = tonumber(redis.call('HGET', KEYS[1], 'pending:position') or '-1')
+if tonumber(ARGV[1]) >= held then
+  redis.call('HSET', KEYS[1], 'pending', ARGV[2], 'pending:position', ARGV[1])
+end
+return 0
+"""
 TAKE_PENDING = (
     FENCE
     + """
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
 local job = redis.call('HGET', KEYS[2], 'pending')
-redis.call('HDEL', KEYS[2], 'pending')
+redis.call('HDEL', KEYS[2], 'pending')  -- its position stays: an older job filed late is dropped
 return job
 """
 )
@@ -154,8 +197,10 @@ class RedisStore:
                 "acquire": ACQUIRE,
                 "release": RELEASE,
                 "append": APPEND,
+                "commit": COMMIT,
                 "save_state": SAVE_STATE,
                 "notes_cas": NOTES_CAS,
+                "set_pending": SET_PENDING,
                 "take_pending": TAKE_PENDING,
             }.items()
         }
@@ -235,15 +280,22 @@ class RedisStorage:
         lines: list[bytes] | None = None,
     ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        args: list[Any] = []
-        for record, line in zip(records, lines or [encode_record(r) for r in records], strict=True):
-            entry = record.get("entry") if record.get("op") == "append" else None
-            uuid = entry.get("uuid") if isinstance(entry, dict) else None
-            cut = record.get("after") or "*" if record.get("op") == "truncate" else ""
-            args += [uuid if isinstance(uuid, str) else "", line.decode(), cut]
         keys = [self._lease_key(lease), self._key("log"), self._key("uuids")]
-        before, after = self._script("append", keys, args, lease)
+        before, after = self._script("append", keys, _triples(records, lines), lease)
         return int(before), int(after)
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage` (one script)."""
+        body = "" if end.state is None else json.dumps(end.state, ensure_ascii=False)
+        keys = [
+            self._lease_key(end.lease),
+            self._key("log"),
+            self._key("uuids"),
+            self._key("state"),
+        ]
+        args = [new_write_id(), end.expected, body, *_triples(end.records, end.lines)]
+        before, after, version = self._script("commit", keys, args, end.lease)
+        return int(before), int(after), int(version)
 
     def _lease_key(self, lease: Lease | None) -> str:
         return self._key(f"lease:{lease.kind if lease else 'call'}")
@@ -275,13 +327,19 @@ class RedisStorage:
         """See :class:`~stenograph.stores.base.SessionStorage` (the key stays as it is)."""
         return None
 
-    def notes(self, label: str, template: str) -> RedisNotes:
+    def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> RedisNotes:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        return RedisNotes(self, label, template)
+        return RedisNotes(self, label, template, max_chars)
 
     def set_pending(self, job: dict[str, Any]) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self.client.hset(self._key("state"), "pending", json.dumps(job))
+        args: list[Any] = [int(job.get("position", 0)), json.dumps(job)]
+        self.store.scripts["set_pending"](keys=[self._key("state")], args=args)
+
+    def pending(self) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        job = self.client.hget(self._key("state"), "pending")
+        return json.loads(job) if job else None
 
     def take_pending(self, lease: Lease) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
@@ -296,15 +354,21 @@ class RedisStorage:
 class RedisNotes:
     """Notes in the session's ``notes`` hash, versioned by a counter."""
 
-    def __init__(self, storage: RedisStorage, label: str, template: str) -> None:
+    def __init__(
+        self, storage: RedisStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
+    ) -> None:
         self.storage, self.label, self.template = storage, label, template
+        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
         text, version = self.storage.client.hmget(
             self.storage._key("notes"), self.label, f"{self.label}:version"
         )
-        return (text, int(version)) if text is not None else (self.template, 0)
+        if text is None:
+            return self.template, 0
+        location = self.storage.location
+        return over_cap(location, self.label, text, self.max_chars), int(version)
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
@@ -319,3 +383,14 @@ class RedisNotes:
             return int(self.storage._script("notes_cas", keys, args, lease))
         except VersionConflict as exc:
             raise NotesConflict(f"{self.label}: {exc}") from None
+
+
+def _triples(records: list[dict[str, Any]], lines: list[bytes] | None) -> list[Any]:
+    """The records as the append script takes them: (uuid, line, truncated-after) each."""
+    args: list[Any] = []
+    for record, line in zip(records, lines or [encode_record(r) for r in records], strict=True):
+        entry = record.get("entry") if record.get("op") == "append" else None
+        uuid = entry.get("uuid") if isinstance(entry, dict) else None
+        cut = record.get("after") or "*" if record.get("op") == "truncate" else ""
+        args += [uuid if isinstance(uuid, str) else "", line.decode(), cut]
+    return args

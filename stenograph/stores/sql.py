@@ -13,8 +13,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
-from .base import Lease, VersionConflict, lease_lost, new_write_id, parse_state, yields_to
+from .base import (
+    CallEnd,
+    Lease,
+    VersionConflict,
+    lease_lost,
+    new_write_id,
+    newer,
+    over_cap,
+    parse_state,
+    taken,
+    untaken,
+    yields_to,
+)
 
 log = logging.getLogger("stenograph.stores.sql")
 T = TypeVar("T")
@@ -32,7 +45,7 @@ CREATE TABLE IF NOT EXISTS sg_notes (
     session TEXT NOT NULL, label TEXT NOT NULL, text TEXT NOT NULL, version {int} NOT NULL,
     PRIMARY KEY (session, label));
 CREATE TABLE IF NOT EXISTS sg_writes (
-    session TEXT NOT NULL, target TEXT NOT NULL, id TEXT NOT NULL,
+    session TEXT NOT NULL, target TEXT NOT NULL, id TEXT NOT NULL, reply TEXT NOT NULL,
     PRIMARY KEY (session, target));
 """
 
@@ -106,7 +119,8 @@ class SqlStore:
     def run(self, session_id: str | None, step: Callable[[Any], T]) -> T:
         """``step(cursor)`` in a transaction; a lost connection is reopened and the step
         retried (for up to 30 s), which is safe: appends are idempotent by uuid, and a
-        compare-and-swap finds its own write id when its commit landed unheard."""
+        compare-and-swap (:meth:`SqlStorage.swap`) finds its own write when its commit
+        landed unheard."""
         deadline = time.monotonic() + 30.0
         while True:
             try:
@@ -173,6 +187,34 @@ class SqlStorage:
     def _run(self, step: Callable[[Any], T]) -> T:
         return self.store.run(self.session_id, step)
 
+    def swap(self, target: str, step: Callable[[Any], Any]) -> Any:
+        """``step``, a compare-and-swap of ``target`` (``state``, ``call``, ``notes:<label>``),
+        under a write id of its own kept with its reply: a retry whose first try committed
+        but whose reply was lost with the connection returns that reply, not a conflict."""
+        write_id, tries = new_write_id(), 0
+
+        def once(cur: Any) -> Any:
+            nonlocal tries
+            tries += 1
+            row = tries > 1 and self._one(
+                cur, "SELECT id, reply FROM sg_writes WHERE session = ? AND target = ?", target
+            )
+            if row and row[0] == write_id:
+                return json.loads(row[1])
+            reply = step(cur)
+            self._exec(
+                cur,
+                "INSERT INTO sg_writes (session, target, id, reply) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session, target) DO UPDATE SET id = excluded.id,"
+                " reply = excluded.reply",
+                target,
+                write_id,
+                json.dumps(reply),
+            )
+            return reply
+
+        return self._run(once)
+
     def _one(self, cur: Any, text: str, *args: Any) -> Any:
         return self.store.fetchone(cur, text, self.session_id, *args)
 
@@ -215,15 +257,16 @@ class SqlStorage:
 
     def release(self, lease: Lease) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self._run(
-            lambda cur: self._exec(
-                cur,
-                "UPDATE sg_leases SET owner = '', expires = 0"
-                " WHERE session = ? AND kind = ? AND epoch = ? AND owner = ?",
-                lease.kind,
-                lease.epoch,
-                lease.owner,
-            )
+        self._run(lambda cur: self._release(cur, lease))
+
+    def _release(self, cur: Any, lease: Lease) -> None:
+        self._exec(
+            cur,
+            "UPDATE sg_leases SET owner = '', expires = 0"
+            " WHERE session = ? AND kind = ? AND epoch = ? AND owner = ?",
+            lease.kind,
+            lease.epoch,
+            lease.owner,
         )
 
     def check(self, cur: Any, lease: Lease | None) -> None:
@@ -249,33 +292,51 @@ class SqlStorage:
         lines: list[bytes] | None = None,
     ) -> tuple[int, int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        lines = lines or [encode_record(r) for r in records]
-        rows = [
-            (line.decode("utf-8").rstrip("\n"), _uuid(r))
-            for line, r in zip(lines, records, strict=True)
-        ]
+        rows = _rows(records, lines)
 
         def step(cur: Any) -> tuple[int, int]:
             self.check(cur, lease)
-            before = seq = self._last(cur)
-            for (body, uuid), record in zip(rows, records, strict=True):
-                if record.get("op") == "truncate":
-                    self._free_uuids(cur, record.get("after"))
-                if uuid is not None and self._one(
-                    cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
-                ):
-                    continue
-                seq += 1
-                self._exec(
-                    cur,
-                    "INSERT INTO sg_records (session, seq, uuid, body) VALUES (?, ?, ?, ?)",
-                    seq,
-                    uuid,
-                    body,
-                )
-            return before, seq
+            return self._append(cur, records, rows)
 
         return self._run(step)
+
+    def _append(
+        self, cur: Any, records: list[dict[str, Any]], rows: list[tuple[str, str | None]]
+    ) -> tuple[int, int]:
+        before = seq = self._last(cur)
+        for (body, uuid), record in zip(rows, records, strict=True):
+            if record.get("op") == "truncate":
+                self._free_uuids(cur, record.get("after"))
+            if uuid is not None and self._one(
+                cur, "SELECT 1 FROM sg_records WHERE session = ? AND uuid = ?", uuid
+            ):
+                continue
+            seq += 1
+            self._exec(
+                cur,
+                "INSERT INTO sg_records (session, seq, uuid, body) VALUES (?, ?, ?, ?)",
+                seq,
+                uuid,
+                body,
+            )
+        return before, seq
+
+    def commit(self, end: CallEnd) -> tuple[int, int, int]:
+        """See :class:`~stenograph.stores.base.SessionStorage` (one transaction)."""
+        rows = _rows(end.records, end.lines)
+
+        def step(cur: Any) -> tuple[int, int, int]:
+            self.check(cur, end.lease)
+            before, after = self._append(cur, end.records, rows)
+            version = (
+                end.expected if end.state is None else self._save(cur, end.state, end.expected)
+            )
+            if end.lease is not None:
+                self._release(cur, end.lease)
+            return before, after, version
+
+        before, after, version = self.swap("call", step)
+        return int(before), int(after), int(version)
 
     def _free_uuids(self, cur: Any, after: str | None) -> None:
         """A truncate frees the uuids of the entries it removes (they may be used again)."""
@@ -326,47 +387,30 @@ class SqlStorage:
 
     def save_state(self, state: dict[str, Any], expected: int, lease: Lease | None) -> int:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        write_id = new_write_id()
 
         def step(cur: Any) -> int:
-            row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
-            current = int(row[0]) if row else 0
-            if current != expected and self.landed(cur, "state", write_id):
-                return current
             self.check(cur, lease)
-            if current != expected:
-                raise VersionConflict(
-                    f"{self.location}: the state is at version {current}, not {expected}"
-                )
-            body = json.dumps({**state, JOURNAL_BYTES: self._last(cur)}, ensure_ascii=False)
-            self._exec(
-                cur,
-                "INSERT INTO sg_sessions (id, state, version) VALUES (?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
-                " version = excluded.version",
-                body,
-                expected + 1,
+            return self._save(cur, state, expected)
+
+        return int(self.swap("state", step))
+
+    def _save(self, cur: Any, state: dict[str, Any], expected: int) -> int:
+        row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
+        current = int(row[0]) if row else 0
+        if current != expected:
+            raise VersionConflict(
+                f"{self.location}: the state is at version {current}, not {expected}"
             )
-            self.written(cur, "state", write_id)
-            return expected + 1
-
-        return self._run(step)
-
-    def landed(self, cur: Any, target: str, write_id: str) -> bool:
-        """Whether the last compare-and-swap of ``target`` was the write ``write_id`` (a
-        retry of a write whose commit landed but whose reply was lost)."""
-        row = self._one(cur, "SELECT id FROM sg_writes WHERE session = ? AND target = ?", target)
-        return row is not None and row[0] == write_id
-
-    def written(self, cur: Any, target: str, write_id: str) -> None:
-        """Record which write replaced ``target`` last (see :meth:`landed`)."""
+        body = json.dumps({**state, JOURNAL_BYTES: self._last(cur)}, ensure_ascii=False)
         self._exec(
             cur,
-            "INSERT INTO sg_writes (session, target, id) VALUES (?, ?, ?)"
-            " ON CONFLICT (session, target) DO UPDATE SET id = excluded.id",
-            target,
-            write_id,
+            "INSERT INTO sg_sessions (id, state, version) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+            " version = excluded.version",
+            body,
+            expected + 1,
         )
+        return expected + 1
 
     def keep_aside(self, reason: str) -> str | None:
         """See :class:`~stenograph.stores.base.SessionStorage` (the row stays as it is)."""
@@ -375,31 +419,44 @@ class SqlStorage:
 
     # notes and extraction jobs ---------------------------------------------------------
 
-    def notes(self, label: str, template: str) -> SqlNotes:
+    def notes(self, label: str, template: str, max_chars: int = MAX_NOTES_CHARS) -> SqlNotes:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        return SqlNotes(self, label, template)
+        return SqlNotes(self, label, template, max_chars)
 
     def set_pending(self, job: dict[str, Any]) -> None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
-        self._run(
-            lambda cur: self._exec(
-                cur,
-                "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
-                " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
-                json.dumps(job),
-            )
-        )
+
+        def step(cur: Any) -> None:
+            if newer(job, self._pending(cur)):
+                self._exec(
+                    cur,
+                    "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
+                    json.dumps(job),
+                )
+
+        self._run(step)
+
+    def pending(self) -> dict[str, Any] | None:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        return untaken(self.store.run(None, self._pending))
+
+    def _pending(self, cur: Any) -> dict[str, Any] | None:
+        row = self._one(cur, "SELECT pending FROM sg_sessions WHERE id = ?")
+        job: dict[str, Any] | None = json.loads(row[0]) if row and row[0] else None
+        return job
 
     def take_pending(self, lease: Lease) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
 
         def step(cur: Any) -> dict[str, Any] | None:
             self.check(cur, lease)
-            row = self._one(cur, "SELECT pending FROM sg_sessions WHERE id = ?")
-            if row is None or row[0] is None:
-                return None
-            self._exec(cur, "UPDATE sg_sessions SET pending = NULL WHERE id = ?")
-            job: dict[str, Any] = json.loads(row[0])
+            job = untaken(self._pending(cur))
+            if job is not None:
+                mark = json.dumps(taken(job))
+                self.store.execute(
+                    cur, "UPDATE sg_sessions SET pending = ? WHERE id = ?", mark, self.session_id
+                )
             return job
 
         return self._run(step)
@@ -411,8 +468,11 @@ class SqlStorage:
 class SqlNotes:
     """Notes in ``sg_notes``, versioned by a counter."""
 
-    def __init__(self, storage: SqlStorage, label: str, template: str) -> None:
+    def __init__(
+        self, storage: SqlStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
+    ) -> None:
         self.storage, self.label, self.template = storage, label, template
+        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
@@ -424,23 +484,22 @@ class SqlNotes:
                 self.label,
             ),
         )
-        return (row[0], int(row[1])) if row else (self.template, 0)
+        if row is None:
+            return self.template, 0
+        return over_cap(self.storage.location, self.label, row[0], self.max_chars), int(row[1])
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
         from ..handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
 
         MemoryFile(Path(self.label), self.template).check(text)
-        write_id, target = new_write_id(), f"notes:{self.label}"
 
         def step(cur: Any) -> int:
+            self.storage.check(cur, lease)
             row = self.storage._one(
                 cur, "SELECT version FROM sg_notes WHERE session = ? AND label = ?", self.label
             )
             current = int(row[0]) if row else 0
-            if current != version and self.storage.landed(cur, target, write_id):
-                return current
-            self.storage.check(cur, lease)
             if current != version:
                 raise NotesConflict(f"{self.label} (version {current}, not {version})")
             self.storage._exec(
@@ -452,10 +511,18 @@ class SqlNotes:
                 text,
                 current + 1,
             )
-            self.storage.written(cur, target, write_id)
             return current + 1
 
-        return self.storage._run(step)
+        return int(self.storage.swap(f"notes:{self.label}", step))
+
+
+def _rows(records: list[dict[str, Any]], lines: list[bytes] | None) -> list[tuple[str, str | None]]:
+    """Each record's stored body and entry uuid."""
+    lines = lines or [encode_record(r) for r in records]
+    return [
+        (line.decode("utf-8").rstrip("\n"), _uuid(r))
+        for line, r in zip(lines, records, strict=True)
+    ]
 
 
 def _uuid(record: dict[str, Any]) -> str | None:

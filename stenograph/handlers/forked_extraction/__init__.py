@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,24 +23,23 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ...engine.errors import StenographError
 from ...engine.events import Event
 from ...engine.extraction import ExtractionRequest, NotesRecord
 from ...engine.files import read_small_text
 from ...engine.handler import Handler
 from ...engine.hookspecs import hookimpl
-from ...engine.notes import MAX_NOTES_CHARS, NotesUnreadable, sections
+from ...engine.notes import MAX_NOTES_CHARS, NotesUnreadable
 from ...engine.session import Session
 from ...engine.settings import HandlerSettings
 from ...engine.state import StateKey
 from .desk import ExtractionDesk
 from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, ToolCallRefused
-from .fork import ForkContext, ForkResult, run_fork
-from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
-from .memory_file import MemoryFile, NotesConflict
-from .offline import Facts, offline_notes
+from .fork import ForkContext
+from .job import Job, Outcome, job_settings, run_job
+from .memory_file import MemoryFile
 
 log = logging.getLogger("stenograph.handlers.forked_extraction")
-PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 REQUEST_KEYS = ("model", "system", "tools", "messages", "stream", "max_tokens")
 
 
@@ -97,6 +94,13 @@ class ForkedExtractionSettings(HandlerSettings):
     )
     timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of each call (s).")
     max_retries: int = Field(2, ge=0, le=10, description="SDK retries of each fork call.")
+    client_factory: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="'module:function' returning an anthropic.Anthropic, called where the"
+        " fork runs when the engine has an executor (default there: anthropic.Anthropic(),"
+        " from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL).",
+    )
 
     _check_files = field_validator("template_path", "prompt_path")(_text_file)
 
@@ -113,8 +117,8 @@ class Writer:
     desk: ExtractionDesk = field(default_factory=ExtractionDesk)
     busy: bool = False
     backend: tuple[str, Any] | None = None
-    facts: Facts | None = None
     folder: Path | None = None
+    positions: dict[str, int] = field(default_factory=dict)  # journal position of a request
 
 
 class ForkedExtraction(Handler[ForkedExtractionSettings]):
@@ -142,6 +146,7 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         writer = self.writer(session)
         with writer.lock:
             writer.desk.file(request, self._context(session))
+            writer.positions[request.upto_uuid] = session.position
             if writer.busy:
                 return True
             writer.busy = True
@@ -156,10 +161,10 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
     @hookimpl
     def notes_current(self, session: Session) -> str:
         """The notes file's text ('' when missing or unusable: logged)."""
-        memory = self.memory_file(session)
         try:
-            return memory.read()
-        except NotesUnreadable as exc:
+            label = self._label(session)[0]
+            return session.notes_at(label, max_chars=self.settings.max_notes_chars).read()[0]
+        except (NotesUnreadable, StenographError) as exc:
             log.warning("session %s: notes not used: %s", session.id, exc)
             return ""
 
@@ -211,75 +216,78 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             raise
 
     def _extract(self, session: Session, request: ExtractionRequest, context: ForkContext) -> None:
-        backend, client = self._backend(session)
-        memory = self.memory_file(session)
-        path = str(memory.path)
+        job = self._job(session, request, context)
         self._emit(
-            session, ExtractionStarted, backend=backend, path=path, upto_uuid=request.upto_uuid
+            session, ExtractionStarted, backend=job.backend, path=job.label, upto_uuid=job.upto_uuid
         )
-        started = time.monotonic()
-        workspace: Workspace | None = None
         try:
-            memory.ensure()
-            workspace = Workspace(memory.path, memory.read(), max_chars=memory.max_chars)
-            result = ForkResult()
-            if backend == "offline":
-                facts = self._facts(session).feed(session.history.entries[: request.upto_index + 1])
-                workspace.rewrite(offline_notes(self.template, facts))
-            else:
-                result = self._fork(client, context, workspace)
-            self._save(memory, workspace)
-        except Exception as exc:  # any failure: logged, an event, the state not advanced
-            error = f"{type(exc).__name__}: {exc}"
-            log.warning("session %s: notes not written (%s)", session.id, error)
-            self._emit(session, ExtractionFailed, backend=backend, path=path, error=error)
-            request.settle(session, ok=False, error=error)
+            outcomes = self._run(session, job)
+        except Exception as exc:  # the executor failed: reported like a failed fork
+            outcomes = [job.failed(f"{type(exc).__name__}: {exc}")]
+        for outcome in outcomes:
+            self._apply(session, outcome)
+        mine = [o for o in outcomes if o.position >= job.position]
+        if any(o.ok for o in mine):
+            request.settle(session, ok=True)
+        elif mine:
+            request.settle(session, ok=False, error=mine[-1].error)
+        else:  # another worker holds the extraction lease: it runs the job filed for it
+            log.info("session %s: notes job handed to the extraction lease holder", session.id)
+            request.settle(session, ok=False, error="handed to the lease holder")
+
+    def _run(self, session: Session, job: Job) -> list[Outcome]:
+        """The job on the engine's executor, or on this background thread by default."""
+        executor = session.engine.executor
+        if executor is None:
+            return run_job(job, self._backend(session)[1], session.storage)
+        result: list[Outcome] = executor.submit(run_job, job).result()
+        return result
+
+    def _apply(self, session: Session, outcome: Outcome) -> None:
+        """What a job did, in this session: events, the notes announced (a job with a
+        store journaled them; notes covering entries this session has not seen yet are
+        announced when it catches up)."""
+        self._report_refusals(session, outcome.refused)
+        path, backend = outcome.label, outcome.backend
+        if not outcome.ok:
+            log.warning("session %s: notes not written (%s)", session.id, outcome.error)
+            self._emit(session, ExtractionFailed, backend=backend, path=path, error=outcome.error)
             return
-        finally:
-            self._report_refusals(session, workspace)
-        usage = result.usage
         self._emit(
             session,
             ExtractionFinished,
             backend=backend,
             path=path,
-            upto_uuid=request.upto_uuid,
-            turns=result.turns,
-            seconds=round(time.monotonic() - started, 3),
-            **usage,
+            upto_uuid=outcome.upto_uuid,
+            turns=outcome.turns,
+            seconds=outcome.seconds,
+            **outcome.usage,
         )
         log.info("session %s: notes written to %s (%s)", session.id, path, backend)
-        session.announce_notes(NotesRecord(path, request.upto_uuid))
-        request.settle(session, ok=True)
+        if outcome.upto_uuid in session.history.by_uuid:
+            record = NotesRecord(path, outcome.upto_uuid)
+            session.announce_notes(record, journaled=session.storage is not None)
 
-    def _fork(self, client: Any, context: ForkContext, workspace: Workspace) -> ForkResult:
-        mode = self._mode(context)
-        client = client.with_options(
-            timeout=self.settings.timeout_seconds, max_retries=self.settings.max_retries
+    def _job(self, session: Session, request: ExtractionRequest, context: ForkContext) -> Job:
+        backend = self._backend(session)[0]
+        label, shown = self._label(session)
+        entries = session.history.entries[: request.upto_index + 1]
+        return Job(
+            session_id=session.id,
+            store_url=session.store.url if session.store is not None else None,
+            label=label,
+            shown=shown,
+            upto_uuid=request.upto_uuid,
+            upto_index=request.upto_index,
+            position=self.writer(session).positions.pop(request.upto_uuid, session.position),
+            backend=backend,
+            template=self.template,
+            prompt=self.prompt,
+            settings=job_settings(self.settings),
+            lease_seconds=session.lease_seconds,
+            context=context if backend != "offline" else None,
+            entries=[e.to_record() for e in entries] if backend == "offline" else None,
         )
-        return run_fork(
-            client,
-            context,
-            workspace,
-            self._prompt(workspace, mode, context),
-            mode=mode,
-            max_turns=self.settings.max_turns,
-            max_tokens=self.settings.max_output_tokens,
-        )
-
-    @staticmethod
-    def _save(memory: MemoryFile, workspace: Workspace) -> None:
-        """Compare-and-swap; on a conflict, re-read and re-apply the edits once."""
-        try:
-            memory.replace(workspace.original, workspace.text)
-        except NotesConflict:
-            current = memory.read()
-            try:
-                merged = workspace.merged_onto(current)
-            except EditError as exc:
-                raise NotesConflict(f"{memory.path} changed meanwhile and {exc}") from None
-            workspace.check_size(len(merged))
-            memory.replace(current, merged)
 
     # choices ---------------------------------------------------------------------------
 
@@ -305,17 +313,17 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         log.info("session %s: notes backend %s -> anthropic", session.id, wanted)
         return "anthropic", client
 
-    def _facts(self, session: Session) -> Facts:
-        """The offline writer's facts, kept per session so each entry is read once."""
-        writer = self.writer(session)
-        if writer.facts is None:
-            writer.facts = Facts(session.history.tool_name)
-        return writer.facts
-
-    def _mode(self, context: ForkContext) -> str:
-        if self.settings.edit_mode != "auto":
-            return self.settings.edit_mode
-        return "host-tool" if edit_tool_of(context.tools) else "rewrite"
+    def _label(self, session: Session) -> tuple[str, str]:
+        """The notes' name in the store and the path the fork is shown: the file itself
+        with a folder store or in memory; with a server store the notes are a row or a
+        key, shown as ``/<session_id>/<name>``."""
+        if session.folder is not None or session.storage is None:
+            path = str(self._path(session))
+            return path, path
+        label = (self.settings.memory_path or "session-memory.md").replace(
+            "{session_id}", session.id
+        )
+        return label, label if os.path.isabs(label) else f"/{session.id}/{label}"
 
     def _path(self, session: Session) -> Path:
         configured = self.settings.memory_path
@@ -334,32 +342,6 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             log.info("session %s is in memory: notes go to %s", session.id, writer.folder)
         return writer.folder
 
-    # prompt ----------------------------------------------------------------------------
-
-    def _prompt(self, workspace: Workspace, mode: str, context: ForkContext) -> str:
-        values = {
-            "currentNotes": workspace.original,
-            "notesPath": str(workspace.path),
-            "editInstructions": _edit_instructions(mode, edit_tool_of(context.tools)),
-            "sectionBudget": f"{self.settings.section_budget_tokens:,}",
-            "totalBudget": f"{self.settings.total_budget_tokens:,}",
-            "budgetNote": self._budget_note(workspace.original),
-        }
-        return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), self.prompt)
-
-    def _budget_note(self, notes: str) -> str:
-        parts = sections(notes)
-        total = sum(s.tokens for s in parts)
-        over = [s for s in parts if s.tokens > self.settings.section_budget_tokens]
-        if total <= self.settings.total_budget_tokens and not over:
-            return ""
-        largest = sorted(parts, key=lambda s: s.tokens, reverse=True)[:3]
-        names = ", ".join(f"{s.heading[2:]} (~{s.tokens:,} tokens)" for s in largest)
-        return (
-            f"- The notes are over budget: ~{total:,} tokens in all; the largest sections are"
-            f" {names}. Condense them now, keeping what is still needed."
-        )
-
     # events ----------------------------------------------------------------------------
 
     def _emit(self, session: Session, event_type: type[Event], **fields: Any) -> None:
@@ -367,8 +349,8 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             event_type(time=session.clock(), handler=self.name, slot=self.slot, **fields)
         )
 
-    def _report_refusals(self, session: Session, workspace: Workspace | None) -> None:
-        for detail in workspace.refused if workspace else ():
+    def _report_refusals(self, session: Session, refused: tuple[str, ...]) -> None:
+        for detail in refused:
             tool = detail.split(":", 1)[0]
             log.warning("session %s: fork tool call refused: %s", session.id, detail)
             self._emit(session, ToolCallRefused, tool=tool, detail=detail)
@@ -382,24 +364,6 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             messages=session.history.messages(),
             extra={k: v for k, v in last.items() if k not in REQUEST_KEYS},
         )
-
-
-def _edit_instructions(mode: str, host_tool: str | None) -> str:
-    if mode == "rewrite":
-        return (
-            "No file-edit tool is available for the notes: reply with the complete new"
-            " content of {{notesPath}} in one ```markdown fenced block, and nothing else."
-        ).replace("{{notesPath}}", "the notes file")
-    tool = OWN_TOOL_NAME if mode == "own-tool" else host_tool or "file-edit"
-    argument = "file_path" if tool == CLAUDE_CODE_EDIT else "path"
-    if mode == "own-tool":
-        how = f"the {tool} tool"
-    else:
-        how = f"the {tool} tool ({argument} = the notes path above; exact-match replacements)"
-    return (
-        f"Change the notes only with {how}. No other tool and no other file may be used."
-        " Make all your edits now, then stop."
-    )
 
 
 def _read(path: str | None) -> str | None:
