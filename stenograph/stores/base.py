@@ -64,6 +64,12 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+def new_write_id() -> str:
+    """A compare-and-swap's own id, stored with what it wrote: a retry whose first try
+    landed unheard (the reply lost with the connection) finds it and reports success."""
+    return secrets.token_hex(8)
+
+
 def yields_to(holder: str, owner: str) -> bool:
     """Whether ``holder``'s live lease goes to ``owner``: the same owner renews, a
     session opened again in the same process takes over from the older object (which

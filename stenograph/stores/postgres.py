@@ -43,11 +43,15 @@ class PostgresStore(SqlStore):
 
     def _connect(self) -> Any:
         conn = self._psycopg.connect(self._dsn, autocommit=True, connect_timeout=10)
-        with conn.transaction():  # IF NOT EXISTS alone races between first connections
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('stenograph schema'))")
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-            conn.execute(f"SET search_path TO {self.schema}")
-            conn.execute(SCHEMA)
+        try:
+            with conn.transaction():  # IF NOT EXISTS alone races between first connections
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('stenograph schema'))")
+                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+                conn.execute(f"SET search_path TO {self.schema}")
+                conn.execute(SCHEMA)
+        except BaseException:
+            conn.close()  # not left open on the server until the error is collected
+            raise
         return conn
 
     def _begin(self, conn: Any, write: bool) -> Any:

@@ -17,6 +17,7 @@ from .base import (
     StoreError,
     VersionConflict,
     lease_lost,
+    new_write_id,
     over_cap,
     parse_state,
     yields_to,
@@ -90,45 +91,62 @@ local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused 
 return append(3)
 """
 )
-COMMIT = (  # KEYS: lease, log, uuids, state; ARGV: owner, epoch, expected, state|'', records
+SWAP = (  # a compare-and-swap: ARGV[3] is its own write id, kept with its reply
     FENCE
+    + """
+local function landed(key, target)  -- a retry whose first try ran (its reply was lost)
+  local last = redis.call('HMGET', key, target .. ':write', target .. ':reply')
+  if last[1] == ARGV[3] then return cjson.decode(last[2]) end
+  return nil
+end
+local function written(key, target, reply)
+  redis.call('HSET', key, target .. ':write', ARGV[3], target .. ':reply', cjson.encode(reply))
+  return reply
+end
+"""
+)
+COMMIT = (  # KEYS: lease, log, uuids, state; ARGV: owner, epoch, write, expected, state|'', records
+    SWAP
     + APPEND_RECORDS
     + """
+local done = landed(KEYS[4], 'call') if done then return done end
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
-local version = tonumber(ARGV[3])
-if ARGV[4] ~= '' then  -- checked before anything is written: a script is not rolled back
+local version = tonumber(ARGV[4])
+if ARGV[5] ~= '' then  -- checked before anything is written: a script is not rolled back
   local current = tonumber(redis.call('HGET', KEYS[4], 'version') or '0')
   if current ~= version then return redis.error_reply('VERSION ' .. current) end
 end
-local span = append(5)
-if ARGV[4] ~= '' then
+local span = append(6)
+if ARGV[5] ~= '' then
   version = version + 1
-  redis.call('HSET', KEYS[4], 'state', ARGV[4], 'version', version,
+  redis.call('HSET', KEYS[4], 'state', ARGV[5], 'version', version,
              'journal', redis.call('LLEN', KEYS[2]))
 end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'owner', '', 'expires', '0') end
-return {span[1], span[2], version}
+return written(KEYS[4], 'call', {span[1], span[2], version})
 """
 )
 SAVE_STATE = (
-    FENCE
+    SWAP
     + """
+local done = landed(KEYS[2], 'state') if done then return done end
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
 local current = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
-if current ~= tonumber(ARGV[3]) then return redis.error_reply('VERSION ' .. current) end
-redis.call('HSET', KEYS[2], 'state', ARGV[4], 'version', current + 1,
+if current ~= tonumber(ARGV[4]) then return redis.error_reply('VERSION ' .. current) end
+redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', current + 1,
            'journal', redis.call('LLEN', KEYS[3]))
-return current + 1
+return written(KEYS[2], 'state', current + 1)
 """
 )
 NOTES_CAS = (
-    FENCE
+    SWAP
     + """
+local done = landed(KEYS[2], ARGV[4]) if done then return done end
 local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
-local current = tonumber(redis.call('HGET', KEYS[2], ARGV[3] .. ':version') or '0')
-if current ~= tonumber(ARGV[4]) then return redis.error_reply('VERSION ' .. current) end
-redis.call('HSET', KEYS[2], ARGV[3], ARGV[5], ARGV[3] .. ':version', current + 1)
-return current + 1
+local current = tonumber(redis.call('HGET', KEYS[2], ARGV[4] .. ':version') or '0')
+if current ~= tonumber(ARGV[5]) then return redis.error_reply('VERSION ' .. current) end
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[6], ARGV[4] .. ':version', current + 1)
+return written(KEYS[2], ARGV[4], current + 1)
 """
 )
 SET_PENDING = """
@@ -275,7 +293,7 @@ class RedisStorage:
             self._key("uuids"),
             self._key("state"),
         ]
-        args = [end.expected, body, *_triples(end.records, end.lines)]
+        args = [new_write_id(), end.expected, body, *_triples(end.records, end.lines)]
         before, after, version = self._script("commit", keys, args, end.lease)
         return int(before), int(after), int(version)
 
@@ -303,7 +321,7 @@ class RedisStorage:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
         body = json.dumps(state, ensure_ascii=False)
         keys = [self._lease_key(lease), self._key("state"), self._key("log")]
-        return int(self._script("save_state", keys, [expected, body], lease))
+        return int(self._script("save_state", keys, [new_write_id(), expected, body], lease))
 
     def keep_aside(self, reason: str) -> str | None:
         """See :class:`~stenograph.stores.base.SessionStorage` (the key stays as it is)."""
@@ -361,7 +379,8 @@ class RedisNotes:
         MemoryFile(Path(self.label), self.template).check(text)
         keys = [self.storage._lease_key(lease), self.storage._key("notes")]
         try:
-            return int(self.storage._script("notes_cas", keys, [self.label, version, text], lease))
+            args = [new_write_id(), self.label, version, text]
+            return int(self.storage._script("notes_cas", keys, args, lease))
         except VersionConflict as exc:
             raise NotesConflict(f"{self.label}: {exc}") from None
 

@@ -20,6 +20,7 @@ from .base import (
     Lease,
     VersionConflict,
     lease_lost,
+    new_write_id,
     newer,
     over_cap,
     parse_state,
@@ -30,7 +31,7 @@ from .base import (
 
 log = logging.getLogger("stenograph.stores.sql")
 T = TypeVar("T")
-TABLES = ("sg_records", "sg_leases", "sg_notes", "sg_sessions")
+TABLES = ("sg_records", "sg_leases", "sg_notes", "sg_writes", "sg_sessions")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sg_sessions (
     id TEXT PRIMARY KEY, state TEXT, version {int} NOT NULL DEFAULT 0, pending TEXT);
@@ -43,6 +44,9 @@ CREATE TABLE IF NOT EXISTS sg_leases (
 CREATE TABLE IF NOT EXISTS sg_notes (
     session TEXT NOT NULL, label TEXT NOT NULL, text TEXT NOT NULL, version {int} NOT NULL,
     PRIMARY KEY (session, label));
+CREATE TABLE IF NOT EXISTS sg_writes (
+    session TEXT NOT NULL, target TEXT NOT NULL, id TEXT NOT NULL, reply TEXT NOT NULL,
+    PRIMARY KEY (session, target));
 """
 
 
@@ -114,7 +118,9 @@ class SqlStore:
 
     def run(self, session_id: str | None, step: Callable[[Any], T]) -> T:
         """``step(cursor)`` in a transaction; a lost connection is reopened and the step
-        retried (for up to 30 s), which is safe: appends are idempotent by uuid."""
+        retried (for up to 30 s), which is safe: appends are idempotent by uuid, and a
+        compare-and-swap (:meth:`SqlStorage.swap`) finds its own write when its commit
+        landed unheard."""
         deadline = time.monotonic() + 30.0
         while True:
             try:
@@ -180,6 +186,34 @@ class SqlStorage:
 
     def _run(self, step: Callable[[Any], T]) -> T:
         return self.store.run(self.session_id, step)
+
+    def swap(self, target: str, step: Callable[[Any], Any]) -> Any:
+        """``step``, a compare-and-swap of ``target`` (``state``, ``call``, ``notes:<label>``),
+        under a write id of its own kept with its reply: a retry whose first try committed
+        but whose reply was lost with the connection returns that reply, not a conflict."""
+        write_id, tries = new_write_id(), 0
+
+        def once(cur: Any) -> Any:
+            nonlocal tries
+            tries += 1
+            row = tries > 1 and self._one(
+                cur, "SELECT id, reply FROM sg_writes WHERE session = ? AND target = ?", target
+            )
+            if row and row[0] == write_id:
+                return json.loads(row[1])
+            reply = step(cur)
+            self._exec(
+                cur,
+                "INSERT INTO sg_writes (session, target, id, reply) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session, target) DO UPDATE SET id = excluded.id,"
+                " reply = excluded.reply",
+                target,
+                write_id,
+                json.dumps(reply),
+            )
+            return reply
+
+        return self._run(once)
 
     def _one(self, cur: Any, text: str, *args: Any) -> Any:
         return self.store.fetchone(cur, text, self.session_id, *args)
@@ -301,7 +335,8 @@ class SqlStorage:
                 self._release(cur, end.lease)
             return before, after, version
 
-        return self._run(step)
+        before, after, version = self.swap("call", step)
+        return int(before), int(after), int(version)
 
     def _free_uuids(self, cur: Any, after: str | None) -> None:
         """A truncate frees the uuids of the entries it removes (they may be used again)."""
@@ -357,7 +392,7 @@ class SqlStorage:
             self.check(cur, lease)
             return self._save(cur, state, expected)
 
-        return self._run(step)
+        return int(self.swap("state", step))
 
     def _save(self, cur: Any, state: dict[str, Any], expected: int) -> int:
         row = self._one(cur, "SELECT version FROM sg_sessions WHERE id = ?")
@@ -478,7 +513,7 @@ class SqlNotes:
             )
             return current + 1
 
-        return self.storage._run(step)
+        return int(self.storage.swap(f"notes:{self.label}", step))
 
 
 def _rows(records: list[dict[str, Any]], lines: list[bytes] | None) -> list[tuple[str, str | None]]:

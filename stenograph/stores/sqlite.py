@@ -27,10 +27,14 @@ class SqliteStore(SqlStore):
         conn = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")  # a commit is on disk when it returns
-        conn.executescript(SCHEMA)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")  # a commit is on disk when it returns
+            conn.executescript(SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _begin(self, conn: Any, write: bool) -> Any:
