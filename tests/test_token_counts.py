@@ -5,6 +5,7 @@ pause tokenizes nothing on the host's thread while its event still carries the e
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -85,7 +86,8 @@ def test_entries_are_counted_in_the_background_as_they_arrive(spy):
     run_tool_calls(session, clock, 3)
     session.wait_for_background()
     assert spy.calls and not spy.on_host()
-    assert all(("full", "tiktoken") in e.cache for e in session.history)
+    assert all(e.tokens >= 0 for e in session.history)
+    assert all(e.reduced >= 0 for e in session.history if e.tool_result_ids)
 
 
 def test_the_call_after_a_pause_tokenizes_nothing_on_the_host_and_is_exact(spy):
@@ -145,3 +147,38 @@ def test_kept_results_and_shortened_inputs_are_counted_exactly():
     event = memorized_event(session)
     assert not event.estimated
     assert event.tokens_saved == exact_saving(session, event.uuids)
+
+
+def test_a_prepared_placeholder_follows_an_edit_of_its_tool_call():
+    session, clock = open_session("inactivity-only")
+    run_tool_calls(session, clock, 2, name="Read")
+    session.wait_for_background()  # the placeholders are prepared
+    host = session.conversation()
+    call = next(m for m in host if m["role"] == "assistant")
+    for block in call["content"]:
+        if block["type"] == "tool_use":
+            block["name"] = "Grep"
+    session.sync(host)
+    session.wait_for_background()
+    request = pause(session, clock)
+    sent = json.dumps(request["messages"])
+    assert "memorized: Grep result" in sent and sent.count("memorized: Read result") == 1
+
+
+def test_a_call_hands_the_background_its_counts_once_the_request_is_out(monkeypatch):
+    from stenograph.engine import background
+
+    session, clock = open_session("inactivity-only")
+    session.wait_for_background()
+    woken: list[str] = []
+    run = background.POOL.run
+    monkeypatch.setattr(background.POOL, "run", lambda task: (woken.append("run"), run(task)))
+    for _ in range(3):
+        session.append({"role": "user", "content": "go on " * 50})
+        assert not woken  # appending wakes no thread
+        session.pre_call(model="m")
+        assert len(woken) == 1  # one wake, as the request is handed out
+        session.post_sampling(text_reply())
+        session.wait_for_background()
+        woken.clear()
+    assert all(e.tokens >= 0 for e in session.history)

@@ -111,3 +111,20 @@ def test_a_third_party_state_model_survives_a_restart(tmp_path):
 
 def test_handler_is_generic_in_its_settings():
     assert UpdateThreshold.__orig_bases__[0].__args__[0] is UpdateThreshold.Settings  # type: ignore[attr-defined]
+
+
+class ListState(stenograph.HandlerState):
+    flag: bool = False
+    names: list[str] = Field(default_factory=list)
+
+
+def test_assigning_what_a_field_holds_already_saves_only_changed_containers():
+    backing: dict = {}
+    state = ListState.bind(backing)
+    state.flag = True
+    backing["flag"] = "untouched"  # a second, equal assignment is not written through
+    state.flag = True
+    assert backing["flag"] == "untouched"
+    state.names.append("a")  # changed in place, then assigned: saved
+    state.names = state.names
+    assert backing["names"] == ["a"]

@@ -78,17 +78,28 @@ class Worker:
         self._active = False  # a drain is queued or running
         self._cond = threading.Condition()
 
-    def submit(self, job: Callable[[], object]) -> None:
-        """Queue ``job``; it runs after the jobs submitted before it."""
+    def submit(self, job: Callable[[], object], wake: bool = True) -> None:
+        """Queue ``job``; it runs after the jobs submitted before it. ``wake`` False: it
+        waits for the next :meth:`kick` (or a waking submit, or :meth:`wait`), so that a
+        call's path hands no thread work while the host waits on it."""
         with self._cond:
             self._jobs.append(job)
-            if self._active:
+            if self._active or not wake:
+                return
+            self._active = True
+        self._pool.run(self._drain)
+
+    def kick(self) -> None:
+        """Start running the queued jobs (nothing happens when none waits or they run)."""
+        with self._cond:
+            if self._active or not self._jobs:
                 return
             self._active = True
         self._pool.run(self._drain)
 
     def wait(self, timeout: float) -> bool:
-        """Wait until no job is queued or running; True when idle."""
+        """Run what is queued and wait until no job is queued or running; True when idle."""
+        self.kick()
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
             while self._active:

@@ -24,7 +24,11 @@ TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 
 @dataclass(eq=False, slots=True)
 class Entry:
-    """One message of the history. ``content`` is never changed after append."""
+    """One message of the history. ``content`` is never changed after append. ``tokens``
+    (tiktoken estimate of ``content``) and ``reduced`` (of its usual memorized form) are -1
+    until counted; ``placeholders``: the texts that form sends for its tool results, made
+    with the counts; ``render`` holds what is sent when it is not ``content``; ``cache``
+    (other counts) is made on first use."""
 
     role: str
     content: str | list[dict[str, Any]]
@@ -35,10 +39,25 @@ class Entry:
     memorized: bool = False
     memo: dict[str, Any] | None = None
     sent_content: str | list[dict[str, Any]] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    _meta: dict[str, Any] | None = None
     tool_use_ids: tuple[str, ...] = ()
     tool_result_ids: tuple[str, ...] = ()
-    cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+    tokens: int = field(default=-1, repr=False)
+    reduced: int = field(default=-1, repr=False)
+    placeholders: tuple[str, ...] | None = field(default=None, repr=False)
+    render: str | list[dict[str, Any]] | None = field(default=None, repr=False)
+    cache: dict[Any, Any] | None = field(default=None, repr=False)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What else the host or the API said about the message (made on first use)."""
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta = value
 
     @property
     def has_tools(self) -> bool:
@@ -70,9 +89,10 @@ class Entry:
         record: dict[str, Any] = {"role": self.role, "content": self.content, "uuid": self.uuid}
         if self.timestamp is not None:
             record["timestamp"] = format_timestamp(self.timestamp)
-        for key in ("usage", "meta"):
-            if getattr(self, key):
-                record[key] = getattr(self, key)
+        if self.usage:
+            record["usage"] = self.usage
+        if self._meta:
+            record["meta"] = self._meta
         return record
 
 
@@ -117,7 +137,7 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     entry = Entry(role, content, "", float(now), tool_use_ids=uses, tool_result_ids=results)
     if len(message) > 2:  # more than role and content
         meta = message.get("meta")
-        entry.meta = dict(meta) if isinstance(meta, dict) else {}
+        entry._meta = dict(meta) if isinstance(meta, dict) and meta else None
         if role == "assistant":
             entry.usage = _usage(message.get("usage"))
     _stamp(entry, message)
@@ -142,7 +162,7 @@ def response_entry(response: Any, now: float) -> Entry:
         "",
         float(now),
         usage=_usage(data.get("usage")),
-        meta={k: data[k] for k in RESPONSE_META if data.get(k) is not None},
+        _meta={k: data[k] for k in RESPONSE_META if data.get(k) is not None} or None,
         tool_use_ids=uses,
         tool_result_ids=results,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from .entries import Entry
 from .guard import (
@@ -19,7 +19,9 @@ from .guard import (
 )
 from .rendering import (
     base_content,
+    has_results,
     merge_run,
+    prepared_form,
     reduce_content,
     render_content,
     render_content_is_base,
@@ -28,7 +30,7 @@ from .tokens import ESTIMATORS, content_tokens
 
 NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
 # counts of what is sent, dropped when it changes (the full content's stay)
-_DERIVED_COUNTS = (*(("sent", e) for e in ESTIMATORS), ("base", "tiktoken"), "saving")
+_DERIVED_COUNTS = (*(("sent", e) for e in ESTIMATORS), ("base", "tiktoken"))
 
 
 @dataclass
@@ -62,7 +64,7 @@ class History:
         self._ids: list[MessageIds] = []  # the request guard's view of _messages
         self._use_counts: dict[Any, int] = {}  # tool_use ids over _messages
         self._repeated_uses = 0  # tool_use ids counted more than once
-        self._runs: list[list[Entry]] = []
+        self._runs: list[list[Entry] | tuple[Entry]] = []  # a list once it holds two
         self._message_of: dict[int, int] = {}
         self._changed: set[int] = set()
         self._anchors: dict[str, _Anchor] = {}
@@ -111,6 +113,21 @@ class History:
         for entry in entries:
             self.add(entry)
 
+    def take_content(self, entry: Entry, fresh: Entry) -> list[Entry]:
+        """``entry`` holds ``fresh``'s content from now on (a handler's replacement for the
+        old content is dropped; a memorized entry stays memorized); what was counted or
+        rendered for it, and for the results of its tool calls (their placeholders name
+        the tool), is dropped. Returns those entries, to count again; the caller rebuilds."""
+        ids = {*entry.tool_use_ids, *fresh.tool_use_ids}
+        entry.content, entry.sent_content = fresh.content, None
+        entry.tool_use_ids, entry.tool_result_ids = fresh.tool_use_ids, fresh.tool_result_ids
+        answers = {id(e): e for i in ids if (e := self.tool_result_entry.get(i)) is not None}
+        dropped = [entry, *(e for e in answers.values() if e is not entry)]
+        entry.tokens = -1
+        for each in dropped:
+            each.reduced, each.placeholders, each.render, each.cache = -1, None, None, None
+        return dropped
+
     def tool_calls_after(self, uuid: str | None) -> int:
         """tool_use blocks in assistant entries after the entry ``uuid`` (all of them when
         ``uuid`` is None or unknown); O(1)."""
@@ -121,9 +138,9 @@ class History:
     def tool_name(self, tool_use_id: str) -> str:
         """The name of the tool a tool_use id called ('' when unknown)."""
         entry = self.tool_use_entry.get(tool_use_id)
-        if entry is None:
+        if entry is None or isinstance(entry.content, str):
             return ""
-        for block in entry.blocks():
+        for block in entry.content:
             if block.get("id") == tool_use_id:
                 return str(block.get("name", ""))
         return ""
@@ -134,27 +151,33 @@ class History:
         """What is sent for ``entry`` (cached until the entry is marked again)."""
         if not entry.memorized and entry.sent_content is None:
             return entry.content
-        cache = entry.cache
-        if "render" not in cache:
-            form = cache.pop("reduced_form", None)  # made by ``count``; needed only once
-            if form is None or not entry.memorized or not _usual(entry, entry.memo or {}):
-                form = render_content(entry, self.tool_name)
-            cache["render"] = form
-        return cast(str | list[dict[str, Any]], cache["render"])
+        if entry.render is None:
+            texts, content = entry.placeholders, entry.content
+            if texts and isinstance(content, list) and _usual(entry, entry.memo or {}):
+                entry.render = prepared_form(content, texts)
+            else:
+                entry.render = render_content(entry, self.tool_name)
+        return entry.render
 
     def _place(self, entry: Entry) -> None:
         if self._runs and self._runs[-1][0].role == entry.role:
-            self._runs[-1].append(entry)
+            run = self._runs[-1]
+            if isinstance(run, tuple):
+                run = self._runs[-1] = list(run)
+            run.append(entry)
             self._message_of[entry.index] = len(self._runs) - 1
             self._extend_last(entry)
             return
         index = len(self._messages)
-        self._runs.append([entry])
+        self._runs.append((entry,))
         self._message_of[entry.index] = index
         message = {"role": entry.role, "content": self.rendered(entry)}
         self._messages.append(message)
         self._ids.append(MessageIds(entry.role, (), ()))
-        self._set_ids(index, message_ids(message))
+        ids = message_ids(message)
+        if ids.uses == entry.tool_use_ids and ids.results == entry.tool_result_ids:
+            ids = ids._replace(uses=entry.tool_use_ids, results=entry.tool_result_ids)  # shared
+        self._set_ids(index, ids)
 
     def _extend_last(self, entry: Entry) -> None:
         """Add ``entry`` to the last message without re-merging its whole run (what
@@ -214,9 +237,10 @@ class History:
         message they belong to is rebuilt once). ``memorized``: only the flag changed, so
         the tool ids sent stay the same (a placeholder keeps its call's id), and a message
         whose entries render as before (no result to reduce) is not rebuilt."""
+        rest = self._switch(entries) if memorized and not self._totals else entries
         messages = set()
         pending, message_of = self.unmemorized_tool_entries, self._message_of
-        for entry in entries:
+        for entry in rest:
             if entry.memorized:
                 pending.pop(entry.index, None)
             if memorized and not entry.tool_result_ids and render_content_is_base(entry):
@@ -228,21 +252,57 @@ class History:
             self._rebuild(message_index, same_ids=memorized)
         self._before_window.clear()
 
+    def _switch(self, entries: tuple[Entry, ...]) -> list[Entry]:
+        """Send the newly memorized ``entries`` in the form their counts prepared, in one
+        pass (the usual memorize: one entry per message, nothing kept, inputs whole); the
+        entries left for the general path are returned."""
+        pending, message_of, runs, messages = (
+            self.unmemorized_tool_entries,
+            self._message_of,
+            self._runs,
+            self._messages,
+        )
+        rest, memo, plain = [], None, False
+        for entry in entries:
+            if entry.memo is not memo:
+                memo = entry.memo
+                plain = not memo or not (memo.get("keep") or memo.get("reduce_inputs"))
+            texts = entry.placeholders
+            if not plain or texts is None or entry.sent_content is not None:
+                rest.append(entry)
+                continue
+            pending.pop(entry.index, None)
+            if not texts:
+                continue  # no tool result: sent as before
+            index = message_of.get(entry.index, -1)
+            if index < 0 or len(runs[index]) != 1 or isinstance(entry.content, str):
+                rest.append(entry)
+                continue
+            entry.render = form = prepared_form(entry.content, texts)
+            if entry.cache:
+                for key in _DERIVED_COUNTS:
+                    entry.cache.pop(key, None)
+            messages[index] = {"role": entry.role, "content": form}
+        return rest
+
     def _recount(self, entry: Entry) -> None:
         """Drop the entry's cached rendering; move the running sent totals by the change."""
-        cache = entry.cache
-        if not self._totals:
-            cache.pop("render", None)
-            for key in _DERIVED_COUNTS:
-                cache.pop(key, None)
+        if not self._totals:  # nothing counted over the history: only drop
+            entry.render = None
+            if entry.cache:
+                for key in _DERIVED_COUNTS:
+                    entry.cache.pop(key, None)
             return
         counted = [(e, t) for e, t in self._totals.items() if entry.index < t.upto]
-        before = {e: cache.get(("sent", e), self.full_tokens(entry, e)) for e, _ in counted}
-        cache.pop("render", None)
-        for key in _DERIVED_COUNTS:
-            cache.pop(key, None)
-        for estimator, totals in counted:
-            totals.sent += self.sent_tokens(entry, estimator) - before[estimator]
+        if counted:
+            cache = entry.cache or {}
+            before = [cache.get(("sent", e), self.full_tokens(entry, e)) for e, _ in counted]
+        entry.render = None
+        if entry.cache:
+            for key in _DERIVED_COUNTS:
+                entry.cache.pop(key, None)
+        for (estimator, totals), tokens in zip(counted, before if counted else (), strict=True):
+            totals.sent += self.sent_tokens(entry, estimator) - tokens
 
     def messages(self) -> list[dict[str, Any]]:
         """The request messages: the preamble, then the entries from ``window_start`` on,
@@ -328,10 +388,11 @@ class History:
 
     def full_tokens(self, entry: Entry, estimator: str = "tiktoken") -> int:
         """Estimated tokens of the entry's full content (cached)."""
-        key = ("full", estimator)
-        if key not in entry.cache:
-            entry.cache[key] = content_tokens(entry.content, estimator)
-        return int(entry.cache[key])
+        if estimator == "tiktoken":
+            if entry.tokens < 0:
+                entry.tokens = content_tokens(entry.content)
+            return entry.tokens
+        return self._cached(entry, ("full", estimator), entry.content, estimator)
 
     def sent_tokens(self, entry: Entry, estimator: str = "tiktoken") -> int:
         """Estimated tokens of what is sent for the entry (cached)."""
@@ -339,27 +400,41 @@ class History:
             return 0
         if not entry.memorized and entry.sent_content is None:
             return self.full_tokens(entry, estimator)
-        key = ("sent", estimator)
+        if estimator == "tiktoken" and entry.reduced >= 0 and _usual(entry, entry.memo or {}):
+            return entry.reduced
+        return self._cached(entry, ("sent", estimator), self.rendered(entry), estimator)
+
+    @staticmethod
+    def _cached(entry: Entry, key: Any, content: Any, estimator: str = "tiktoken") -> int:
+        if entry.cache is None:
+            entry.cache = {}
         if key not in entry.cache:
-            entry.cache[key] = content_tokens(self.rendered(entry), estimator)
+            entry.cache[key] = content_tokens(content, estimator)
         return int(entry.cache[key])
 
     def count(self, entry: Entry) -> None:
         """Count ``entry`` ahead of need (the session's background worker does, as entries
-        arrive): its full content and, for tool results, its memorized form."""
+        arrive): its full content and, for tool results, its usual memorized form (of which
+        only the placeholder texts are kept: a memorize makes the form again from them)."""
         self.full_tokens(entry)
-        ready = entry.tool_result_ids and entry.sent_content is None and not entry.memorized
-        if ready and all(i in self.tool_use_entry for i in entry.tool_result_ids):
+        if entry.sent_content is not None or entry.memorized:
+            return
+        if not has_results(entry.content):  # its usual memorized form is itself
+            entry.placeholders, entry.reduced = (), entry.tokens
+        elif all(i in self.tool_use_entry for i in entry.tool_result_ids):
             form = reduce_content(entry.content, NO_MEMO, self.tool_name)
-            reduced = entry.cache["reduced"] = content_tokens(form)
-            entry.cache["reduced_form"] = form  # what a memorize will send
-            entry.cache["saving"] = max(0, self.full_tokens(entry) - reduced)
+            entry.reduced = content_tokens(form)
+            results = [b for b in form if isinstance(b, dict) and b.get("type") == "tool_result"]
+            entry.placeholders = tuple(b["content"] for b in results)
 
     @staticmethod
-    def usual_saving(entry: Entry) -> int | None:
-        """The saving of the usual memorize (nothing kept, inputs whole) when ``count``
-        made it (one lookup; None otherwise)."""
-        return entry.cache.get("saving") if entry.sent_content is None else None
+    def usual_savings(entries: list[Entry]) -> int | None:
+        """The tokens the usual memorize (nothing kept, inputs whole) of ``entries`` saves,
+        from the counts ``count`` made (None when one is missing)."""
+        savings = [e.tokens - e.reduced for e in entries if e.reduced >= 0 <= e.tokens]
+        if len(savings) < len(entries) or any(e.sent_content is not None for e in entries):
+            return None
+        return sum(n for n in savings if n > 0)
 
     def saving(
         self, entry: Entry, keep: set[str], reduce_inputs: bool, *, count: bool = True
@@ -397,24 +472,22 @@ class History:
 
     def _base_tokens(self, entry: Entry, count: bool) -> int | None:
         if entry.sent_content is None:
-            key, content = ("full", "tiktoken"), entry.content
-        else:
-            key, content = ("base", "tiktoken"), entry.sent_content
-        if key not in entry.cache and count:
-            entry.cache[key] = content_tokens(content)
-        return entry.cache.get(key)
+            return self.full_tokens(entry) if count or entry.tokens >= 0 else None
+        if count:
+            return self._cached(entry, ("base", "tiktoken"), entry.sent_content)
+        return (entry.cache or {}).get(("base", "tiktoken"))
 
     def _reduced_tokens(self, entry: Entry, memo: dict[str, Any], count: bool) -> int | None:
         """Tokens of the entry's base content reduced with ``memo``; the form that keeps
-        nothing (the usual one) is cached."""
+        nothing (the usual one) is kept in ``entry.reduced``."""
         usual = _usual(entry, memo)
-        if usual and "reduced" in entry.cache:
-            return cast(int | None, entry.cache["reduced"])
+        if usual and entry.reduced >= 0:
+            return entry.reduced
         if not count:
             return None
         tokens = content_tokens(reduce_content(base_content(entry), memo, self.tool_name))
         if usual:
-            entry.cache["reduced"] = tokens
+            entry.reduced = tokens
         return tokens
 
     def _synced_totals(self, estimator: str) -> _Totals:

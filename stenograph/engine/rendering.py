@@ -15,7 +15,7 @@ ToolNameOf = Callable[[str], str]
 def render_content(entry: Entry, tool_name_of: ToolNameOf) -> str | list[dict[str, Any]]:
     """What is sent for ``entry``: its base content (the override a handler set, else its
     own), reduced when the entry is memorized."""
-    if render_content_is_base(entry):
+    if not (entry.memorized and entry.tool_result_ids) and render_content_is_base(entry):
         return base_content(entry)  # nothing to reduce: shared, not copied
     return reduce_content(base_content(entry), entry.memo or {}, tool_name_of)
 
@@ -25,10 +25,11 @@ def render_content_is_base(entry: Entry) -> bool:
     memorized with no tool_result to reduce and inputs left whole."""
     if not entry.memorized:
         return True
-    return not (entry.memo or {}).get("reduce_inputs") and not _has_results(base_content(entry))
+    return not (entry.memo or {}).get("reduce_inputs") and not has_results(base_content(entry))
 
 
-def _has_results(content: str | list[dict[str, Any]]) -> bool:
+def has_results(content: str | list[dict[str, Any]]) -> bool:
+    """Whether ``content`` holds a tool_result block."""
     return not isinstance(content, str) and any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     )
@@ -48,6 +49,13 @@ def reduce_content(
         return content
     keep = set(memo.get("keep", ()))
     reduce_inputs = bool(memo.get("reduce_inputs"))
+    if not keep and not reduce_inputs:  # the usual memorize, in one pass
+        return [
+            placeholder(b, tool_name_of(str(b.get("tool_use_id"))))
+            if b.get("type") == "tool_result"
+            else b
+            for b in content
+        ]
     return [_reduce(b, keep, reduce_inputs, tool_name_of) for b in content]
 
 
@@ -62,23 +70,45 @@ def _reduce(
     return block
 
 
+def prepared_form(content: list[dict[str, Any]], texts: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``reduce_content(content, NO_MEMO, ...)`` from the placeholder texts it made before
+    (one per tool_result block, in order)."""
+    if len(content) == 1:  # one tool result alone: the usual case
+        return [_placeholder(content[0], texts[0])]
+    left = iter(texts)
+    return [
+        _placeholder(b, next(left)) if b.get("type") == "tool_result" else b for b in content
+    ]
+
+
 def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
     """The short, deterministic stand-in for a memorized tool_result (same id, same error
     flag, given or not as in the original)."""
-    texts: list[str] = []
-    media = collect_text(block.get("content", ""), texts)
-    parts = [f"{joined_length(texts):,} chars"]
-    if media:
-        parts.append(f"{media} image/document block{'s' if media > 1 else ''}")
-    out = {
-        "type": "tool_result",
-        "tool_use_id": block.get("tool_use_id"),
-        "content": f"[memorized: {tool_name or 'tool'} result left out ({', '.join(parts)});"
-        " call the tool again if you need it]",
-    }
+    return _placeholder(block, placeholder_text(block, tool_name))
+
+
+def _placeholder(block: dict[str, Any], text: str) -> dict[str, Any]:
+    out = {"type": "tool_result", "tool_use_id": block.get("tool_use_id"), "content": text}
     if "is_error" in block:
         out["is_error"] = bool(block["is_error"])
     return out
+
+
+def placeholder_text(block: dict[str, Any], tool_name: str) -> str:
+    """What a memorized tool_result says: which tool, how much was left out."""
+    content = block.get("content", "")
+    if isinstance(content, str):  # the usual case, without collecting
+        left_out = f"{len(content):,} chars"
+    else:
+        texts: list[str] = []
+        media = collect_text(content, texts)
+        left_out = f"{joined_length(texts):,} chars"
+        if media:
+            left_out += f", {media} image/document block{'s' if media > 1 else ''}"
+    return (
+        f"[memorized: {tool_name or 'tool'} result left out ({left_out});"
+        " call the tool again if you need it]"
+    )
 
 
 def _short_input(value: Any) -> Any:

@@ -96,7 +96,7 @@ class Session:
         self._lock = threading.RLock()  # the phases; background work never takes it
         self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
-        self._background: dict[str, Worker] = {}
+        self._background = {COUNTS: Worker(f"stenograph-{self.id}-{COUNTS}")}
         self._state: dict[str, Any] = {"handlers": {}}
         self.stash = Stash()  # live per-session values under typed keys, never saved
         self._closed = False
@@ -250,6 +250,7 @@ class Session:
                 request = self.last_request = self._request(call)
             self._state["seen"] = len(self.history)
             self._save_state_if_changed()
+            self._background[COUNTS].kick()  # the new entries are counted during the model call
             return cast(Request, request)
 
     def post_sampling(self, response: Any) -> Entry:
@@ -477,8 +478,8 @@ class Session:
             self._journal(*checked)
         self.history.add(entry)
         self._host_known = len(self.history)
-        if entry.content:
-            self.run_in_background(COUNTS, functools.partial(self.history.count, entry))
+        if entry.content:  # counted once the request is out (see ``pre_call``)
+            self._background[COUNTS].submit(functools.partial(self.history.count, entry), False)
         if entry.role == "assistant":
             self._last_response = entry
 
@@ -491,9 +492,10 @@ class Session:
             changes.append((entry, fresh))
         for entry, fresh in changes:
             self._journal({"op": "edit", "uuid": entry.uuid, "content": fresh.content})
-        for entry, fresh in changes:
-            _take_content(entry, fresh)
+        recount = [e for entry, fresh in changes for e in self.history.take_content(entry, fresh)]
         self._rebuild(self.history.entries)
+        for entry in recount:
+            self.run_in_background(COUNTS, functools.partial(self.history.count, entry))
         uuids = tuple(e.uuid for e, _ in changes)
         self.record(HistoryEdited(time=self.clock(), uuids=uuids))
         log.info("session %s: the host changed %d earlier message(s)", self.id, len(uuids))
@@ -749,9 +751,8 @@ class Session:
                 )
             elif op == "edit":
                 entry = self.history.by_uuid[record["uuid"]]
-                _take_content(
-                    entry, make_entry({"role": entry.role, "content": record["content"]}, 0)
-                )
+                fresh = make_entry({"role": entry.role, "content": record["content"]}, 0)
+                self.history.take_content(entry, fresh)
                 self.history.rebuild(self.history.entries)
             elif op == "truncate":
                 after = record["after"]
@@ -762,14 +763,6 @@ class Session:
                 )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
-
-
-def _take_content(entry: Entry, fresh: Entry) -> None:
-    """``entry`` holds ``fresh``'s content from now on (a handler's replacement for the
-    old content is dropped; a memorized entry stays memorized)."""
-    entry.content, entry.sent_content = fresh.content, None
-    entry.tool_use_ids, entry.tool_result_ids = fresh.tool_use_ids, fresh.tool_result_ids
-    entry.cache.clear()
 
 
 def _is_notes(value: Any) -> bool:

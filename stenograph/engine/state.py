@@ -36,10 +36,22 @@ class HandlerState(BaseModel):
         return state
 
     def __setattr__(self, name: str, value: Any) -> None:
+        fields = type(self).model_fields
+        if name in fields and name in self.__dict__ and _same(self.__dict__[name], value):
+            return  # already so (a handler setting a flag on every call): nothing to save
         super().__setattr__(name, value)
-        if name in type(self).model_fields:
+        if name in fields:
             dumped = self.model_dump(mode="json", include={name}, by_alias=True)
             self._backing.update(dumped)
+
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Whether assigning ``new`` over ``old`` changes nothing: an equal scalar of the same
+    type (a container may have been changed in place, so it is always saved)."""
+    return type(old) is type(new) and type(new) in _SCALARS and old == new
 
 
 class StateKey(Generic[T]):

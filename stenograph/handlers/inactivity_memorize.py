@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, field_validator
@@ -144,14 +145,15 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
         marked = call.memorize(
             candidates, keep=keep, reduce_inputs=self.settings.reduce_tool_inputs
         )
-        for entry in marked:
-            log.debug("memorized entry %d (%s, %s)", entry.index, entry.role, entry.uuid)
+        if log.isEnabledFor(logging.DEBUG):
+            for entry in marked:
+                log.debug("memorized entry %d (%s, %s)", entry.index, entry.role, entry.uuid)
         log.info("memorized %d entries, ~%d tokens left out", len(marked), saved)
         event = call.emit(
             EntriesMemorized,
             gap_seconds=gap,
             threshold_seconds=threshold,
-            uuids=tuple(e.uuid for e in marked),
+            uuids=tuple(map(attrgetter("uuid"), marked)),
             tokens_saved=saved,
             estimated=bool(missing),
         )
@@ -166,14 +168,14 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
         the figure, else estimated at chars/4 (and counted later, in the background)."""
         history, kept = session.history, set(keep)
         reduce, exact = self.settings.reduce_tool_inputs, self.settings.min_tokens_saved > 0
+        if not kept and not reduce:  # the usual memorize: every count was made in advance
+            candidates = [e for e in candidates if e.tool_result_ids]  # others: sent as is
+            counted = history.usual_savings(candidates)
+            if counted is not None:
+                return counted, []
         saved, missing = 0, []
-        usual = not kept and not reduce  # then every count was made in advance
         for entry in candidates:
-            if usual and not entry.tool_result_ids:
-                continue  # inputs left whole: its form does not change
-            tokens = history.usual_saving(entry) if usual else None
-            if tokens is None:
-                tokens = history.saving(entry, kept, reduce, count=exact)
+            tokens = history.saving(entry, kept, reduce, count=exact)
             if tokens is None:
                 missing.append(entry)
                 tokens = history.estimated_saving(entry, kept, reduce)
@@ -204,6 +206,11 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
     def _candidates(self, session: Session, input_start: int) -> list[Entry]:
         excluded = set(self.settings.exclude_tools)
         pending = session.history.unmemorized_tool_entries
+        if not excluded:  # all of them but the new input's (at the end: index order)
+            out = list(pending.values())
+            while out and out[-1].index >= input_start:
+                out.pop()
+            return out
         out = []
         for entry in pending.values():  # in index order
             if entry.index >= input_start:
