@@ -158,3 +158,14 @@ def worker_executor(kind: str) -> Iterator[Any]:
             Client(cluster) as client,
         ):
             yield client.get_executor(pure=False)
+
+
+def call_then_hang(url: str) -> None:
+    """One call whose response starts a notes job on a process pool; then this host waits
+    to be killed while the job runs."""
+    with worker_executor("processes") as executor:
+        more = {"forked-extraction": {"clientFactory": "store_workers:factory_client"}}
+        session = extraction_engine(executor, more).open_session("orphan", store=url)
+        session.append({"role": "user", "content": "req-1"})
+        session.post_sampling({"role": "assistant", "content": "ok"})
+        time.sleep(600)

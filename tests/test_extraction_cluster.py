@@ -3,9 +3,11 @@ on the same session at once, on every store; the fork's model answers slowly (0.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -117,3 +119,25 @@ def test_a_worker_process_builds_its_client_with_the_client_factory(tmp_path, mo
         assert pids and str(os.getpid()) not in pids  # the fork ran in the pool's process
         assert "- covered req-1\n" in session.notes_at(last_notes(session)["path"]).read()[0]
         session.close()
+
+
+def test_notes_a_job_commits_survive_its_host_killed_meanwhile(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    with MessagesServer() as server:
+        server.responder = SlowNotesModel()  # 0.5 s: the host is killed before the reply
+        monkeypatch.setenv("STENOGRAPH_TEST_SERVER", server.url)
+        host = FORK.Process(target=store_workers.call_then_hang, args=(url,))
+        host.start()
+        assert server.wait_for_requests(1, timeout=60)
+        os.kill(host.pid, signal.SIGKILL)
+        host.join()
+        worker = int(server.requests[0].headers["x-worker-pid"])
+        storage = open_store(url).session("orphan")
+        deadline = time.monotonic() + 30
+        while not [r for r in storage.read(0)[0] if r["op"] == "notes"]:
+            assert time.monotonic() < deadline, "the job's notes never arrived"
+            time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(worker, signal.SIGKILL)  # the pool's process, orphaned by the host
+    record = [r for r in storage.read(0)[0] if r["op"] == "notes"][-1]
+    assert "- covered req-1\n" in storage.notes(record["path"], "").read()[0]
