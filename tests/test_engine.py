@@ -415,6 +415,21 @@ def test_background_workers_run_jobs_in_order_survive_failures_and_share_threads
     assert first.wait(5) and done == [1, 2, 3, 4]
 
 
+def test_idle_threads_are_reused_and_retire_only_after_idle_seconds():
+    import threading
+
+    from stenograph.engine.background import Pool, Worker
+
+    pool = Pool(idle_seconds=5)
+    counts, notes = Worker("counts", pool), Worker("notes", pool)
+    ran_on = set()
+    for _ in range(50):  # each call wakes two workers, then the host waits for both
+        for worker in (counts, notes):
+            worker.submit(lambda: ran_on.add(threading.current_thread()))
+        assert counts.wait(5) and notes.wait(5)
+    assert len(ran_on) <= 2 and len(pool.threads) <= 2  # no thread retired and restarted
+
+
 def test_a_worker_runs_one_job_at_a_time_while_others_run_in_parallel():
     import threading
 

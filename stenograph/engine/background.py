@@ -19,7 +19,8 @@ IDLE_SECONDS = 30.0
 
 class Pool:
     """Daemon threads running tasks in submission order; a thread is started only when no
-    idle one is waiting, and retires after ``idle_seconds`` without a task."""
+    idle one is waiting, and retires after ``idle_seconds`` without a task (not when woken
+    for a task a thread finishing its own took first)."""
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
         self.idle_seconds = idle_seconds
@@ -42,13 +43,13 @@ class Pool:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                if not self._tasks:
+                while not self._tasks:  # woken for a task another thread took: wait on
                     self._idle += 1
-                    self._cond.wait(self.idle_seconds)
+                    woken = self._cond.wait(self.idle_seconds)
                     self._idle -= 1
-                if not self._tasks:
-                    self.threads.discard(threading.current_thread())
-                    return
+                    if not woken and not self._tasks:
+                        self.threads.discard(threading.current_thread())
+                        return
                 task = self._tasks.popleft()
             try:
                 task()
