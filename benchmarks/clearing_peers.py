@@ -23,6 +23,7 @@ Run ``python benchmarks/clearing_peers.py [--quick] [--json] [--harness-python P
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -191,7 +192,7 @@ def clearing(sizes: tuple[int, ...], calls: int, log: Log) -> dict[str, Any]:
 
 def harness_python(given: str | None) -> tuple[str | None, str]:
     """The interpreter that has pydantic-ai-harness, or None and why not."""
-    python = given or sys.executable
+    python = os.path.abspath(given) if given else sys.executable  # the worker runs elsewhere
     probe = "import pydantic_ai_harness.compaction, pydantic_ai; print(pydantic_ai.__version__)"
     done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
     if done.returncode == 0:
