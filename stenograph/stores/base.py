@@ -187,6 +187,12 @@ class SessionStorage(Protocol):
         """The pending job, for the holder of the extraction ``lease``; only the mark of
         its position stays filed."""
 
+    def claim(self, position: int, lease: Lease) -> bool:
+        """For the holder of the extraction ``lease``, about to run its own job (never
+        filed) covering journal ``position``: file the mark of that position as the job
+        taken last, unless the job pending or taken last covers a later one; whether it
+        did. A pending job it replaces is dropped (coalescing)."""
+
     def close(self) -> None:
         """Release what this object holds open."""
 
@@ -248,6 +254,13 @@ def taken(job: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if job is None else {"position": job.get("position", 0), "taken": True}
 
 
+def claimed(position: int, filed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The mark a lease holder files to run its own job covering ``position`` (see
+    ``claim``), or None when ``filed``, the job pending or taken last, covers a later one."""
+    mark = {"position": position, "taken": True}
+    return mark if newer(mark, filed) else None
+
+
 def untaken(job: dict[str, Any] | None) -> dict[str, Any] | None:
     """``job`` unless it is the mark of one taken already."""
     return None if job is None or job.get("taken") else job
@@ -259,26 +272,49 @@ def run_pending(
     seconds: float,
     run: Callable[[dict[str, Any], Lease], T],
 ) -> list[T]:
-    """File ``job``, then run the filed jobs while holding the session's extraction lease,
-    so at most one runs at a time across the cluster. A worker that cannot get the lease
-    leaves its job filed (coalesced: the newest wins) for the holder, which looks at the
-    pending mark again after giving the lease up and takes it again when a job came."""
+    """Run ``job`` and the jobs other workers filed, holding the session's extraction
+    lease, so at most one runs at a time across the cluster. A worker that gets the lease
+    runs its own job from memory (only the mark of its position is filed). One that
+    cannot files its job for the holder (coalesced: the newest wins) and tries the lease
+    once more, as the holder may just have given it up; a holder looks at the pending mark
+    again after giving the lease up and takes it again when a job came."""
     owner = job_owner()
-    storage.set_pending(job)
+    own: dict[str, Any] | None = job
     done: list[T] = []
     while True:
         lease = storage.acquire(EXTRACTION, owner, seconds)
-        if lease is None:
+        if lease is not None:
+            try:
+                own = _run_held(storage, lease, own, run, done)
+            finally:
+                storage.release(lease)
+        if own is not None:
+            storage.set_pending(own)
+            own = None
+        elif lease is None or storage.pending() is None:
             return done
-        try:
-            while (filed := storage.take_pending(lease)) is not None:
-                done.append(run(filed, lease))
-        except LeaseLost:
-            return done  # the lease expired under a long run: its new holder goes on
-        finally:
-            storage.release(lease)
-        if storage.pending() is None:
-            return done
+
+
+def _run_held(
+    storage: SessionStorage,
+    lease: Lease,
+    own: dict[str, Any] | None,
+    run: Callable[[dict[str, Any], Lease], T],
+    done: list[T],
+) -> dict[str, Any] | None:
+    """Holding ``lease``: run ``own`` (unless a later job was filed or taken) and the jobs
+    filed; ``own`` back when the lease was lost before it could be claimed."""
+    try:
+        if own is not None:
+            claimed = storage.claim(int(own.get("position", 0)), lease)
+            mine, own = own, None
+            if claimed:
+                done.append(run(mine, lease))
+        while (filed := storage.take_pending(lease)) is not None:
+            done.append(run(filed, lease))
+    except LeaseLost:
+        pass  # the lease expired under a long run: its new holder goes on
+    return own
 
 
 def over_cap(location: str, label: str, text: str, max_chars: int) -> str:

@@ -166,6 +166,18 @@ return job
 """
 )
 
+CLAIM = (
+    FENCE
+    + """
+local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+local held = tonumber(redis.call('HGET', KEYS[2], 'pending:position') or '-1')
+if tonumber(ARGV[3]) < held then return 0 end
+redis.call('HDEL', KEYS[2], 'pending')
+redis.call('HSET', KEYS[2], 'pending:position', ARGV[3])
+return 1
+"""
+)
+
 
 class RedisStore:
     """Sessions in Redis keys ``<prefix>{<session>}:…``."""
@@ -202,6 +214,7 @@ class RedisStore:
                 "notes_cas": NOTES_CAS,
                 "set_pending": SET_PENDING,
                 "take_pending": TAKE_PENDING,
+                "claim": CLAIM,
             }.items()
         }
 
@@ -346,6 +359,11 @@ class RedisStorage:
         keys = [self._lease_key(lease), self._key("state")]
         job = self._script("take_pending", keys, [], lease)
         return json.loads(job) if job else None
+
+    def claim(self, position: int, lease: Lease) -> bool:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        keys = [self._lease_key(lease), self._key("state")]
+        return bool(self._script("claim", keys, [position], lease))
 
     def close(self) -> None:
         """The connections belong to the store."""

@@ -19,6 +19,7 @@ from .base import (
     CallEnd,
     Lease,
     VersionConflict,
+    claimed,
     lease_lost,
     new_write_id,
     newer,
@@ -428,14 +429,17 @@ class SqlStorage:
 
         def step(cur: Any) -> None:
             if newer(job, self._pending(cur)):
-                self._exec(
-                    cur,
-                    "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
-                    json.dumps(job),
-                )
+                self._file(cur, job)
 
         self._run(step)
+
+    def _file(self, cur: Any, job: dict[str, Any]) -> None:
+        self._exec(
+            cur,
+            "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
+            " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
+            json.dumps(job),
+        )
 
     def pending(self) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
@@ -458,6 +462,18 @@ class SqlStorage:
                     cur, "UPDATE sg_sessions SET pending = ? WHERE id = ?", mark, self.session_id
                 )
             return job
+
+        return self._run(step)
+
+    def claim(self, position: int, lease: Lease) -> bool:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+
+        def step(cur: Any) -> bool:
+            self.check(cur, lease)
+            mark = claimed(position, self._pending(cur))
+            if mark is not None:
+                self._file(cur, mark)
+            return mark is not None
 
         return self._run(step)
 
