@@ -3,6 +3,7 @@ with several real OS processes."""
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
 import random
@@ -16,7 +17,7 @@ import store_workers
 from store_fixtures import PrivateRedis, drop, redis_url, wait_for_acks
 
 import stenograph
-from stenograph.handlers.forked_extraction.memory_file import NotesConflict
+from stenograph.engine.notes import NotesConflict, NotesRejected
 from stenograph.stores import (
     CALL,
     EXTRACTION,
@@ -174,6 +175,21 @@ def test_notes_written_by_one_process_are_read_by_another_and_fenced(store_url):
         notes.compare_and_swap(version, "# Notes\n- stolen\n", lease)
     notes.compare_and_swap(version, "# Notes\n- holder\n", newer)
     assert notes.read()[0] == "# Notes\n- holder\n"
+
+
+def test_notes_that_lose_a_template_heading_are_refused(store_url):
+    notes = open_store(store_url).session("s").notes("notes", "# Notes\n# Learnings\n")
+    with pytest.raises(NotesRejected, match="# Learnings"):
+        notes.compare_and_swap(notes.read()[1], "# Notes\n- a\n")
+    assert notes.read()[0] == "# Notes\n# Learnings\n"
+
+
+def test_the_stores_depend_on_the_notes_contract_not_on_a_handler():
+    stores = Path(stenograph.__file__).parent / "stores"
+    for name in ("base.py", "sql.py", "redis.py"):
+        tree = ast.parse((stores / name).read_text(encoding="utf-8"))
+        found = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not [m for m in found if "handlers" in m], f"stores/{name} imports {found}"
 
 
 def _write_notes(url: str, text: str) -> None:

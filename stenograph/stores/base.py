@@ -16,12 +16,13 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..engine.errors import StenographError
-from ..engine.notes import MAX_NOTES_CHARS, NotesUnreadable
+from ..engine.notes import MAX_NOTES_CHARS, NotesUnreadable, check_headings, headings
 
 T = TypeVar("T")
+S = TypeVar("S", bound="SessionStorage")
 CALL = "call"
 EXTRACTION = "extraction"
 KINDS = (CALL, EXTRACTION)
@@ -317,14 +318,31 @@ def _run_held(
     return own
 
 
-def over_cap(location: str, label: str, text: str, max_chars: int) -> str:
-    """``text``, unless it is longer than the notes cap (``NotesUnreadable``)."""
-    if len(text) > max_chars:
-        raise NotesUnreadable(
-            f"{location}: the notes {label!r} hold more than {max_chars:,} characters (the"
-            " notes cap, maxNotesChars): raise the cap or delete the session's notes"
-        )
-    return text
+class StoredNotes(Generic[S]):
+    """What the notes kept in a server store share: the template until the first write,
+    the notes cap on reading, the template headings kept on writing."""
+
+    def __init__(self, storage: S, label: str, template: str, max_chars: int = MAX_NOTES_CHARS):
+        self.storage, self.label, self.template = storage, label, template
+        self.max_chars = max_chars
+        self.required = headings(template)
+
+    def found(self, text: str | None, version: Any) -> tuple[str, Any]:
+        """What :meth:`Notes.read` gives for the stored ``text`` (None: never written),
+        unless it is longer than the notes cap (``NotesUnreadable``)."""
+        if text is None:
+            return self.template, 0
+        if len(text) > self.max_chars:
+            raise NotesUnreadable(
+                f"{self.storage.location}: the notes {self.label!r} hold more than"
+                f" {self.max_chars:,} characters (the notes cap, maxNotesChars): raise the cap"
+                " or delete the session's notes"
+            )
+        return text, int(version)
+
+    def check(self, text: str) -> None:
+        """Refuse new notes that drop or rename a template heading (``NotesRejected``)."""
+        check_headings(self.required, text)
 
 
 def _backoff() -> Iterator[float]:

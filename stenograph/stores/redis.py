@@ -9,16 +9,16 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..engine.notes import MAX_NOTES_CHARS
+from ..engine.notes import MAX_NOTES_CHARS, NotesConflict
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
 from .base import (
     CallEnd,
     Lease,
+    StoredNotes,
     StoreError,
     VersionConflict,
     lease_lost,
     new_write_id,
-    over_cap,
     parse_state,
     yields_to,
 )
@@ -369,32 +369,19 @@ class RedisStorage:
         """The connections belong to the store."""
 
 
-class RedisNotes:
+class RedisNotes(StoredNotes["RedisStorage"]):
     """Notes in the session's ``notes`` hash, versioned by a counter."""
-
-    def __init__(
-        self, storage: RedisStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
-    ) -> None:
-        self.storage, self.label, self.template = storage, label, template
-        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
         text, version = self.storage.client.hmget(
             self.storage._key("notes"), self.label, f"{self.label}:version"
         )
-        if text is None:
-            return self.template, 0
-        location = self.storage.location
-        return over_cap(location, self.label, text, self.max_chars), int(version)
+        return self.found(text, version)
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
-        from pathlib import Path
-
-        from ..handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
-
-        MemoryFile(Path(self.label), self.template).check(text)
+        self.check(text)
         keys = [self.storage._lease_key(lease), self.storage._key("notes")]
         try:
             args = [new_write_id(), self.label, version, text]

@@ -10,20 +10,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
-from ..engine.notes import MAX_NOTES_CHARS
+from ..engine.notes import MAX_NOTES_CHARS, NotesConflict
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
 from .base import (
     CallEnd,
     Lease,
+    StoredNotes,
     VersionConflict,
     claimed,
     lease_lost,
     new_write_id,
     newer,
-    over_cap,
     parse_state,
     taken,
     untaken,
@@ -481,14 +480,8 @@ class SqlStorage:
         """The connection belongs to the store."""
 
 
-class SqlNotes:
+class SqlNotes(StoredNotes["SqlStorage"]):
     """Notes in ``sg_notes``, versioned by a counter."""
-
-    def __init__(
-        self, storage: SqlStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
-    ) -> None:
-        self.storage, self.label, self.template = storage, label, template
-        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
@@ -500,15 +493,11 @@ class SqlNotes:
                 self.label,
             ),
         )
-        if row is None:
-            return self.template, 0
-        return over_cap(self.storage.location, self.label, row[0], self.max_chars), int(row[1])
+        return self.found(None, 0) if row is None else self.found(row[0], row[1])
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
-        from ..handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
-
-        MemoryFile(Path(self.label), self.template).check(text)
+        self.check(text)
 
         def step(cur: Any) -> int:
             self.storage.check(cur, lease)

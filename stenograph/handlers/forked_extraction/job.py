@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...engine.notes import sections
+from ...engine.notes import NotesConflict, sections
 from ...stores.base import Lease, Notes, SessionStorage, run_pending
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
-from .memory_file import NotesConflict
 from .offline import facts_of, offline_notes
 
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
