@@ -107,8 +107,9 @@ def interleave(lanes: Sequence[Lane], calls: int) -> None:
 class SessionLane(Lane):
     """stenograph: a session fed as a host feeds it; one call is ``append`` (the tool results),
     ``pre_call`` (handlers, the request rendered) and, after the model call (untimed),
-    ``post_sampling`` (the reply appended, handlers). The history is taken in by such calls (``by_calls``) or appended as it is;
-    ``pause`` seconds of idling follow it (memorize acts on the first warm-up call)."""
+    ``post_sampling`` (the reply appended, handlers). The history is taken in by such
+    calls (``by_calls``) or appended as it is; ``pause`` seconds of idling follow it
+    (memorize acts on the first warm-up call)."""
 
     engine: stenograph.Engine | None = None
     state_dir: Path | None = None

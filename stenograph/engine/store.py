@@ -80,7 +80,7 @@ def _is_json(value: Any, depth: int) -> bool:
     if kind is list:
         return all(_is_json(item, depth + 1) for item in value)
     if kind is int:
-        return -_BIGGEST_INT < value < _BIGGEST_INT
+        return bool(-_BIGGEST_INT < value < _BIGGEST_INT)
     if kind is float:
         return math.isfinite(value)
     return value is None or kind is bool
