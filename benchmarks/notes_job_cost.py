@@ -2,10 +2,10 @@
 
 A session on the ``default`` preset (forked-extraction on its offline backend) kept in a
 folder store holds a synthetic history of N entries, appended as it is; then it gets
-``CALLS`` calls (tool results appended, ``pre_call``, ``post_sampling``), each followed by
-``wait_for_background()``. update-threshold files an extraction on some of them; the
-background writer runs it (snapshot, job, extraction lease, offline notes, the notes and
-their journal record committed). Per extraction this reports the wall and process-CPU
+``CALLS`` calls (tool results appended, ``pre_call``, ``post_sampling``), each of the two
+steps followed by ``wait_for_background()``. update-threshold files an extraction on some
+of them; the background writer runs it (snapshot, job, extraction lease, offline notes,
+the notes and their journal record committed). Per extraction this reports the wall and process-CPU
 seconds of the waits (the main thread is blocked meanwhile, so the CPU is the writer's)
 and the notes job's own ``seconds`` (the notes written, as ``ExtractionFinished`` says).
 A long session must not pay per extraction in proportion to its length beyond what the
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.engines import make_engine
-from benchlib.history import TIMED, HistoryCache
+from benchlib.history import MODEL, SYSTEM_PROMPT, TIMED, TOOLS, HistoryCache
 from benchlib.lanes import SessionLane
 from benchlib.report import Log, finish, machine, parser, warm_tokenizer
 
@@ -41,32 +41,47 @@ def measure(size: int, calls: int, scratch: Path) -> dict[str, Any]:
         "disk", size, HistoryCache(), engine=engine, state_dir=scratch / "state", by_calls=False
     )
     lane.rebuild()
-    session = lane.session
-    wall = cpu = 0.0
-    extractions = 0
-    jobs: list[float] = []
+    waits = Waits(lane.session)
     for index in range(calls):
-        turn = lane.prepare(TIMED, index)
-        seen = len(session.events)
-        lane.run(turn)
-        started, started_cpu = time.perf_counter(), time.process_time()
-        session.wait_for_background(timeout=600.0)
-        done = [e for e in session.events[seen:] if isinstance(e, ExtractionFinished)]
-        if done:
-            wall += time.perf_counter() - started
-            cpu += time.process_time() - started_cpu
-            extractions += len(done)
-            jobs.extend(e.seconds for e in done)
+        user, assistant = lane.prepare(TIMED, index)
+        lane.session.append(user)
+        lane.session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
+        waits.wait()
+        lane.session.post_sampling(assistant)
+        waits.wait()
+        lane.clock.set(assistant["timestamp"])
     lane.close()
-    per = max(extractions, 1)
+    per = max(waits.extractions, 1)
     return {
         "entries": size,
         "calls": calls,
-        "extractions": extractions,
-        "wall_s_per_extraction": wall / per,
-        "cpu_s_per_extraction": cpu / per,
-        "job_seconds_median": statistics.median(jobs) if jobs else 0.0,
+        "extractions": waits.extractions,
+        "wall_s_per_extraction": waits.wall / per,
+        "cpu_s_per_extraction": waits.cpu / per,
+        "job_seconds_median": statistics.median(waits.jobs) if waits.jobs else 0.0,
     }
+
+
+class Waits:
+    """The waits for background work that saw an extraction finish: seconds, CPU, count."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.wall = self.cpu = 0.0
+        self.extractions = 0
+        self.jobs: list[float] = []
+
+    def wait(self) -> None:
+        """Wait for the background work; count it when an extraction finished meanwhile."""
+        seen = len(self.session.events)
+        started, started_cpu = time.perf_counter(), time.process_time()
+        self.session.wait_for_background(timeout=600.0)
+        wall, cpu = time.perf_counter() - started, time.process_time() - started_cpu
+        done = [e for e in self.session.events[seen:] if isinstance(e, ExtractionFinished)]
+        if done:
+            self.wall, self.cpu = self.wall + wall, self.cpu + cpu
+            self.extractions += len(done)
+            self.jobs.extend(e.seconds for e in done)
 
 
 def report(results: dict[str, Any]) -> None:
