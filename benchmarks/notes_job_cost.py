@@ -44,9 +44,11 @@ def measure(size: int, calls: int, scratch: Path) -> dict[str, Any]:
     waits = Waits(lane.session)
     for index in range(calls):
         user, assistant = lane.prepare(TIMED, index)
+        waits.mark()
         lane.session.append(user)
         lane.session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
         waits.wait()
+        waits.mark()
         lane.session.post_sampling(assistant)
         waits.wait()
         lane.clock.set(assistant["timestamp"])
@@ -63,21 +65,26 @@ def measure(size: int, calls: int, scratch: Path) -> dict[str, Any]:
 
 
 class Waits:
-    """The waits for background work that saw an extraction finish: seconds, CPU, count."""
+    """The waits for background work after a step that started an extraction: seconds,
+    CPU, count (a job that ends before its step returns has a wait of about 0)."""
 
     def __init__(self, session: Any) -> None:
         self.session = session
         self.wall = self.cpu = 0.0
-        self.extractions = 0
+        self.extractions = self.seen = 0
         self.jobs: list[float] = []
 
+    def mark(self) -> None:
+        """A step begins: its events are the ones recorded from now on."""
+        self.seen = len(self.session.events)
+
     def wait(self) -> None:
-        """Wait for the background work; count it when an extraction finished meanwhile."""
-        seen = len(self.session.events)
+        """Wait for the background work; count it when the step's extraction finished."""
         started, started_cpu = time.perf_counter(), time.process_time()
         self.session.wait_for_background(timeout=600.0)
         wall, cpu = time.perf_counter() - started, time.process_time() - started_cpu
-        done = [e for e in self.session.events[seen:] if isinstance(e, ExtractionFinished)]
+        events = self.session.events[self.seen :]
+        done = [e for e in events if isinstance(e, ExtractionFinished)]
         if done:
             self.wall, self.cpu = self.wall + wall, self.cpu + cpu
             self.extractions += len(done)

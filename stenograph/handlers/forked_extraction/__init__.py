@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from ...engine.entries import Entry
 from ...engine.errors import StenographError
 from ...engine.events import Event
 from ...engine.extraction import ExtractionRequest, NotesRecord
@@ -38,7 +39,7 @@ from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, Too
 from .fork import ForkContext
 from .job import Job, Outcome, job_settings, run_job
 from .memory_file import MemoryFile
-from .offline import snapshot
+from .offline import Facts, offline_notes
 
 log = logging.getLogger("stenograph.handlers.forked_extraction")
 REQUEST_KEYS = ("model", "system", "tools", "messages", "stream", "max_tokens")
@@ -127,6 +128,8 @@ class Writer:
     backend: tuple[str, Any] | None = None
     folder: Path | None = None
     positions: dict[str, int] = field(default_factory=dict)  # journal position of a request
+    facts: Facts | None = None  # the offline writer's, fed each entry once
+    fed: str = ""  # the uuid of the last entry fed to ``facts``
 
 
 class ForkedExtraction(Handler[ForkedExtractionSettings]):
@@ -279,7 +282,7 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
     def _job(self, session: Session, request: ExtractionRequest, context: ForkContext) -> Job:
         backend = self._backend(session)[0]
         label, shown = self._label(session)
-        entries = session.history.entries[: request.upto_index + 1]
+        offline = backend == "offline"
         return Job(
             session_id=session.id,
             store_url=session.store.url if session.store is not None else None,
@@ -293,9 +296,21 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             prompt=self.prompt,
             settings=job_settings(self.settings),
             lease_seconds=session.lease_seconds,
-            context=context if backend != "offline" else None,
-            entries=snapshot(entries) if backend == "offline" else None,
+            context=None if offline else context,
+            notes=self._offline_notes(session, request.upto_index) if offline else None,
         )
+
+    def _offline_notes(self, session: Session, upto_index: int) -> str:
+        """The offline writer's notes up to entry ``upto_index``, from facts gathered once
+        per entry (gathered anew when the history was cut back since)."""
+        writer = self.writer(session)
+        entries = session.history.entries[: upto_index + 1]
+        facts = writer.facts
+        if facts is None or facts.upto > len(entries) or _moved(entries, facts.upto, writer.fed):
+            facts = writer.facts = Facts()
+        facts.feed(entries)
+        writer.fed = entries[-1].uuid if entries else ""
+        return offline_notes(self.template, facts)
 
     # choices ---------------------------------------------------------------------------
 
@@ -372,6 +387,11 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             messages=session.history.messages(),
             extra={k: v for k, v in last.items() if k not in REQUEST_KEYS},
         )
+
+
+def _moved(entries: list[Entry], upto: int, uuid: str) -> bool:
+    """Whether the entry the facts were last fed is no longer the ``upto``-th."""
+    return upto > 0 and entries[upto - 1].uuid != uuid
 
 
 def _read(path: str | None) -> str | None:

@@ -17,7 +17,6 @@ from ...engine.notes import NotesConflict, sections
 from ...stores.base import Lease, Notes, SessionStorage, run_pending
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
-from .offline import facts_of, offline_notes
 
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 #: the handler settings a job carries (the rest only matter on the host)
@@ -39,9 +38,10 @@ class Job:
     """One notes extraction, picklable and JSON-able (it is filed in the store while
     another worker holds the extraction lease). ``label`` names the notes in the store
     (the file path for a folder store or an in-memory session); ``shown`` is the path the
-    fork edits; ``entries`` (for the offline backend: see :func:`.offline.snapshot`) or
-    ``context`` (for the anthropic backend) is the snapshot, made for the job and never
-    changed: it shares the history's contents (read-only), so it is not copied."""
+    fork edits. The snapshot is ``notes`` for the offline backend (the text it writes,
+    made from the history on the host) or ``context`` for the anthropic backend, made for
+    the job and never changed: it shares the history's contents (read-only), so it is not
+    copied."""
 
     session_id: str
     store_url: str | None
@@ -56,7 +56,7 @@ class Job:
     settings: dict[str, Any]
     lease_seconds: float
     context: ForkContext | None = None
-    entries: list[dict[str, Any]] | None = None
+    notes: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The job as JSON-able data, sharing the snapshot (made for the job, never
@@ -140,7 +140,7 @@ def execute(
         max_chars = int(job.settings["max_notes_chars"])
         workspace = Workspace(Path(job.shown), text or job.template, max_chars=max_chars)
         if job.backend == "offline":
-            workspace.rewrite(offline_notes(job.template, facts_of(job.entries or [])))
+            workspace.rewrite(_offline(job))
         else:
             result = _fork(job, client or make_client(job.settings), workspace)
         _save(notes, version, workspace, lease)
@@ -201,6 +201,12 @@ def _save(notes: Notes, version: Any, workspace: Workspace, lease: Lease | None)
             raise NotesConflict(f"{notes.label} changed meanwhile and {exc}") from None
         workspace.check_size(len(merged))
         notes.compare_and_swap(version, merged, lease)
+
+
+def _offline(job: Job) -> str:
+    if job.notes is None:
+        raise ValueError(f"session {job.session_id}: the offline job has no notes text")
+    return job.notes
 
 
 # the fork ------------------------------------------------------------------------------

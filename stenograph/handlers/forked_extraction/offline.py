@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ...engine.clock import parse_timestamp
 from ...engine.entries import Entry
 from ...engine.notes import sections
 
@@ -44,20 +43,6 @@ def offline_notes(template: str, facts: Facts) -> str:
         description = section.body.strip("\n")
         parts.append(f"{section.heading}\n{description}\n" + (f"\n{body}\n" if body else "") + "\n")
     return "".join(parts).rstrip("\n") + "\n"
-
-
-def snapshot(entries: Iterable[Entry]) -> list[dict[str, Any]]:
-    """What the offline writer reads of each entry, as JSON-able data (a job's
-    ``entries``): the content itself, not a copy."""
-    return [{"role": e.role, "content": e.content, "timestamp": e.timestamp} for e in entries]
-
-
-def facts_of(records: Iterable[dict[str, Any]]) -> Facts:
-    """The facts of a :func:`snapshot` (or of journal records: an ISO time is read too)."""
-    entries = [
-        Entry(r["role"], r["content"], "", parse_timestamp(r.get("timestamp"))) for r in records
-    ]
-    return Facts().feed(entries)
 
 
 class Facts:
