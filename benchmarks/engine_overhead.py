@@ -7,9 +7,10 @@ same synthetic history and then the same turns:
 
 * ``floor``: a wrapper keeping its own list that only copies the new input and the reply into
   it and hands out a copy of the list (the least any wrapper keeping a history does);
-* ``default``: ``session.append`` + ``session.pre_call`` + ``session.post_sampling``
-  on the ``default`` preset (forked-extraction offline, its background notes writer awaited
-  between calls, untimed), ``state_dir=None``;
+* ``default``: ``session.append`` + ``session.pre_call``, then (untimed: the model call,
+  while the background work they handed over runs) ``session.post_sampling``, on the
+  ``default`` preset (forked-extraction offline, its background notes writer awaited
+  between calls, untimed), ``state_dir=None``; the two timed parts are reported too;
 * ``inactivity-only``: the same on the ``inactivity-only`` preset.
 
 What a session store adds per call is ``store_overhead.py``'s.
@@ -54,6 +55,7 @@ def run_size(size: int, calls: int, scratch: Path, log: Log) -> dict[str, Any]:
     floor = samples["floor"]
     return {
         "samples": samples,
+        "parts": {lane.name: lane.parts for lane in lanes if isinstance(lane, SessionLane)},
         "over_floor": {name: ratio(samples[name], floor) for name in OURS},
     }
 
@@ -102,6 +104,8 @@ def print_report(results: dict[str, Any]) -> None:
             over = r["over_floor"].get(name)
             share = f"  {over['median']:5.2f}x the floor" if over else ""
             print(f"   {name:<26} {fmt_us(s.median):>9} / {fmt_us(s.p90):>9}{share}  ({s.note})")
+            for part, p in r["parts"].get(name, {}).items():
+                print(f"     {part:<24} {fmt_us(p.median):>9} / {fmt_us(p.p90):>9}")
         limit = FLOOR_TARGETS[int(size)]
         got = r["over_floor"]["default"]["median"]
         print(f"   target default <= {limit}x the floor: {verdict(got <= limit)}")

@@ -30,6 +30,7 @@ from .stats import Samples, rotated
 
 WARMUP = 2
 MAX_GROWTH = 0.10  # a history grows by at most this share while timed, then a fresh one
+PARTS = ("before the model", "after the model")  # the timed parts of a call of ours
 
 
 @dataclass
@@ -105,9 +106,10 @@ def interleave(lanes: Sequence[Lane], calls: int) -> None:
 @dataclass
 class SessionLane(Lane):
     """stenograph: a session fed as a host feeds it; one call is ``append`` (the tool results),
-    ``pre_call`` (handlers, the request rendered) and ``post_sampling`` (the reply appended,
-    handlers). The history is taken in by such calls (``by_calls``) or appended as it is;
-    ``pause`` seconds of idling follow it (memorize acts on the first warm-up call)."""
+    ``pre_call`` (handlers, the request rendered) and, after the model call (untimed),
+    ``post_sampling`` (the reply appended, handlers). The history is taken in by such
+    calls (``by_calls``) or appended as it is; ``pause`` seconds of idling follow it
+    (memorize acts on the first warm-up call)."""
 
     engine: stenograph.Engine | None = None
     state_dir: Path | None = None
@@ -116,6 +118,12 @@ class SessionLane(Lane):
     session: Any = None
     memorized_at_close: int = 0
     clock: stenograph.ManualClock = field(default_factory=lambda: stenograph.ManualClock(T0))
+    parts: dict[str, Samples] = field(init=False)
+    last_parts: tuple[int, int] = (0, 0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.parts = {part: Samples(f"{self.name} {part}") for part in PARTS}
 
     def open(self, messages: list[dict[str, Any]]) -> None:
         """A new session holding ``messages``."""
@@ -149,16 +157,28 @@ class SessionLane(Lane):
         self.session.wait_for_background()
 
     def run(self, turn: tuple[dict[str, Any], dict[str, Any]]) -> int:
-        """append + pre_call + post_sampling, timed."""
+        """append + pre_call, then (untimed: the model call, during which the background
+        work ``pre_call`` handed over runs) post_sampling; the sum of the two timed parts,
+        each also kept in ``parts``."""
         user, assistant = turn
         session = self.session
         start = time.perf_counter_ns()
         session.append(user)
         session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
+        before = time.perf_counter_ns() - start
+        self.settle()
+        start = time.perf_counter_ns()
         session.post_sampling(assistant)
-        elapsed = time.perf_counter_ns() - start
+        after = time.perf_counter_ns() - start
         self.clock.set(assistant["timestamp"])
-        return elapsed
+        self.last_parts = (before, after)
+        return before + after
+
+    def timed(self, index: int) -> None:
+        """A timed call (see :meth:`Lane.timed`), its two parts kept in ``parts``."""
+        super().timed(index)
+        for samples, nanoseconds in zip(self.parts.values(), self.last_parts, strict=True):
+            samples.add_ns(nanoseconds)
 
     def memorized(self) -> int:
         """How many entries are memorized."""

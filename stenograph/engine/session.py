@@ -26,7 +26,7 @@ from .hooks import SessionHooks
 from .notes import MAX_NOTES_CHARS
 from .request import Request
 from .state import Stash
-from .store import JOURNAL_BYTES, check_session_id, encode_record
+from .store import JOURNAL_BYTES, check_json, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
 from .telemetry import NO_SPAN
 from .tokens import encoding
@@ -462,15 +462,17 @@ class Session:
         """All or nothing: checked and encoded, persisted, then added."""
         self._commit(entry, self._check(entry, self.history.by_uuid))
 
-    @staticmethod
-    def _check(entry: Entry, known: Container[str]) -> tuple[dict[str, Any], bytes]:
-        """The entry's journal record and line; an ``EntryError`` if it cannot be
-        appended."""
+    def _check(self, entry: Entry, known: Container[str]) -> tuple[dict[str, Any], bytes]:
+        """The entry's journal record and line (no line in memory: only checked); an
+        ``EntryError`` if it cannot be appended."""
         if entry.uuid in known:
             raise EntryError(
                 f"uuid {entry.uuid!r}: an entry with this uuid is already in the history"
             )
         record = {"op": "append", "entry": entry.to_record()}
+        if self._store is None:
+            check_json(record)
+            return record, b""
         return record, encode_record(record)
 
     def _commit(self, entry: Entry, checked: tuple[dict[str, Any], bytes]) -> None:
@@ -529,7 +531,7 @@ class Session:
 
     def _journal(self, record: dict[str, Any], line: bytes | None = None) -> None:
         if self._store is None:
-            encode_record(record)  # the same checks as a stored record
+            check_json(record)  # the same checks as a stored record
             return
         if self._batch is not None:
             self._batch.append((record, line or encode_record(record)))

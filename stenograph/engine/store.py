@@ -26,6 +26,8 @@ log = logging.getLogger("stenograph.engine.store")
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 STATE_VERSION = 1
 JOURNAL_BYTES = "journalBytes"
+MAX_JSON_DEPTH = 200  # deeper content is checked by encoding it
+_BIGGEST_INT = 10**4000  # str() of a longer int is refused (sys.get_int_max_str_digits)
 
 
 def check_session_id(session_id: str) -> str:
@@ -49,10 +51,53 @@ def encode_record(record: dict[str, Any]) -> bytes:
         raise EntryError(f"{json_problem(body)} ({type(exc).__name__})") from None
 
 
+def check_json(record: dict[str, Any]) -> None:
+    """Raise the ``EntryError`` :func:`encode_record` would, without encoding: what an
+    in-memory session checks (a walk over the values, ~10x cheaper than the encoding;
+    what the walk cannot vouch for is encoded, so the two accept the same records)."""
+    if not _is_json(record, 0):
+        encode_record(record)
+
+
+def _is_json(value: Any, depth: int) -> bool:
+    """Whether ``json.dumps`` (no NaN) and UTF-8 take ``value``; False when unsure. Exact
+    types only (a subclass, a tuple, a key that is not a string: unsure)."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _is_utf8(value)
+    if depth > MAX_JSON_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _is_utf8(key)):
+                return False
+            if type(item) is str:
+                if not (item.isascii() or _is_utf8(item)):
+                    return False
+            elif not _is_json(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return all(_is_json(item, depth + 1) for item in value)
+    if kind is int:
+        return bool(-_BIGGEST_INT < value < _BIGGEST_INT)
+    if kind is float:
+        return math.isfinite(value)
+    return value is None or kind is bool
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def json_problem(value: Any, path: str = "", depth: int = 0) -> str:
     """Where and why ``value`` is not JSON, e.g. ``content[0].input.data: bytes is not JSON``."""
     where = path or "message"
-    if depth > 200:
+    if depth > MAX_JSON_DEPTH:
         return f"{where}: nested too deeply"
     if isinstance(value, dict):
         for key, item in value.items():
