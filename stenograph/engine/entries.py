@@ -123,6 +123,8 @@ class EntryError(ValueError):
 
 
 RESPONSE_META = ("id", "model", "stop_reason")
+# epoch seconds a day inside years 1-9999 UTC: formatted without fail (others are tried)
+_SURELY_IN_RANGE = (-62_135_596_800 + 86_400, 253_402_300_799 - 86_400)
 
 
 def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
@@ -183,7 +185,10 @@ def _stamp(entry: Entry, message: dict[str, Any]) -> None:
     if "timestamp" in message:
         try:
             entry.timestamp = parse_timestamp(message["timestamp"])
-            if entry.timestamp is not None:
+            if (
+                entry.timestamp is not None
+                and not _SURELY_IN_RANGE[0] < entry.timestamp < _SURELY_IN_RANGE[1]
+            ):
                 format_timestamp(entry.timestamp)  # the journal must be able to hold it
         except (OverflowError, ValueError, OSError):
             raise EntryError(

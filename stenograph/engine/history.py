@@ -29,6 +29,7 @@ from .rendering import (
 from .tokens import ESTIMATORS, content_tokens
 
 NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
+_NO_IDS = MessageIds(None, (), ())  # a message's place until its ids are set
 # counts of what is sent, dropped when it changes (the full content's stay)
 _DERIVED_COUNTS = (*(("sent", e) for e in ESTIMATORS), ("base", "tiktoken"))
 
@@ -173,10 +174,10 @@ class History:
         self._message_of[entry.index] = index
         message = {"role": entry.role, "content": self.rendered(entry)}
         self._messages.append(message)
-        self._ids.append(MessageIds(entry.role, (), ()))
+        self._ids.append(_NO_IDS)
         ids = message_ids(message)
-        if ids.uses == entry.tool_use_ids and ids.results == entry.tool_result_ids:
-            ids = ids._replace(uses=entry.tool_use_ids, results=entry.tool_result_ids)  # shared
+        if ids.uses == entry.tool_use_ids and ids.results == entry.tool_result_ids:  # shared
+            ids = MessageIds(entry.role, entry.tool_use_ids, entry.tool_result_ids, ids[3])
         self._set_ids(index, ids)
 
     def _extend_last(self, entry: Entry) -> None:

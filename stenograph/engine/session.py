@@ -546,11 +546,11 @@ class Session:
     def _commit_batch(self) -> None:
         """The records journaled during the phase, the state when it changed, and the
         lease's release: one store step (one transaction, one script)."""
-        from ..stores.base import CallEnd
-
         batch, self._batch = self._batch or [], None
         if self._store is None:
             return
+        from ..stores.base import CallEnd
+
         with self._state_lock:
             changed = _without_seen(self._state) != _without_seen(self._saved_state)
             try:
