@@ -268,23 +268,19 @@ def _usage(value: Any) -> dict[str, int] | None:
 
 def entry_from_record(record: dict[str, Any]) -> Entry:
     """Rebuild an Entry from its journal record, freshly parsed: content and meta are taken,
-    not copied, and the timestamp is not checked again for being writable (the session did
-    so before writing it); a record of the wrong shape still raises ``EntryError``."""
+    not copied; a record of the wrong shape raises ``EntryError``."""
     role = _role(record, "an entry record")
     content, uses, results = _content(record.get("content"), True)
     meta = record.get("meta")
     entry = Entry(
         role,
         content,
-        str(record.get("uuid") or new_uuid()),
+        "",
         None,
         usage=_usage(record.get("usage")) if role == "assistant" else None,
         _meta=meta if isinstance(meta, dict) and meta else None,
         tool_use_ids=uses,
         tool_result_ids=results,
     )
-    if "timestamp" in record:
-        entry.timestamp = parse_timestamp(record["timestamp"])
-        if entry.timestamp is None:
-            entry.meta["invalid_timestamp"] = repr(record["timestamp"])[:80]
+    _stamp(entry, record)
     return entry
