@@ -165,7 +165,7 @@ class NotesModel:
         """The offline writer's notes for the history so far (the main thread is waiting for
         this fork, so the history ends with the response that triggered it)."""
         history = self.session.history
-        return offline_notes(self.template, Facts(history.tool_name).feed(history.entries))
+        return offline_notes(self.template, Facts().feed(history.entries))
 
     def _reply(self, blocks: list[dict[str, Any]], stop: str) -> Reply:
         self.replies.append((len(self.targets) - 1, blocks))

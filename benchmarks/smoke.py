@@ -22,6 +22,7 @@ REQUIRED: dict[str, tuple[str, ...] | None] = {
     "engine_overhead.py": ("sizes", "targets", "machine"),
     "clearing_peers.py": ("clearing", "check_only", "targets", "machine"),
     "cache_model.py": None,
+    "notes_job_cost.py": ("sizes", "targets", "machine"),
 }
 
 

@@ -3,6 +3,7 @@ with several real OS processes."""
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
 import random
@@ -16,7 +17,7 @@ import store_workers
 from store_fixtures import PrivateRedis, drop, redis_url, wait_for_acks
 
 import stenograph
-from stenograph.handlers.forked_extraction.memory_file import NotesConflict
+from stenograph.engine.notes import NotesConflict, NotesRejected
 from stenograph.stores import (
     CALL,
     EXTRACTION,
@@ -28,7 +29,7 @@ from stenograph.stores import (
     acquire_wait,
     open_store,
 )
-from stenograph.stores.base import CallEnd
+from stenograph.stores.base import CallEnd, run_pending
 from stenograph.testing.messages_server import MessagesServer, Reply
 
 FORK = multiprocessing.get_context("fork")
@@ -176,6 +177,21 @@ def test_notes_written_by_one_process_are_read_by_another_and_fenced(store_url):
     assert notes.read()[0] == "# Notes\n- holder\n"
 
 
+def test_notes_that_lose_a_template_heading_are_refused(store_url):
+    notes = open_store(store_url).session("s").notes("notes", "# Notes\n# Learnings\n")
+    with pytest.raises(NotesRejected, match="# Learnings"):
+        notes.compare_and_swap(notes.read()[1], "# Notes\n- a\n")
+    assert notes.read()[0] == "# Notes\n# Learnings\n"
+
+
+def test_the_stores_depend_on_the_notes_contract_not_on_a_handler():
+    stores = Path(stenograph.__file__).parent / "stores"
+    for name in ("base.py", "sql.py", "redis.py"):
+        tree = ast.parse((stores / name).read_text(encoding="utf-8"))
+        found = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not [m for m in found if "handlers" in m], f"stores/{name} imports {found}"
+
+
 def _write_notes(url: str, text: str) -> None:
     storage = open_store(url).session("s")
     lease = acquire_wait(storage, EXTRACTION, f"{os.uname().nodename}:{os.getpid()}:w", 5.0, 5.0)
@@ -206,6 +222,44 @@ def test_extraction_jobs_coalesce_and_go_to_the_lease_holder(store_url):
     assert storage.acquire(EXTRACTION, "host-b:2:y", 5.0) is None
     assert storage.take_pending(lease) == {"upto": "u2"}
     assert storage.take_pending(lease) is None
+
+
+def test_the_lease_holder_claims_its_own_job_unless_a_newer_one_is_filed_or_taken(store_url):
+    storage = open_store(store_url).session("s")
+    storage.set_pending({"upto": "u3", "position": 3})
+    lease = storage.acquire(EXTRACTION, "host-a:1:x", 5.0)
+    assert storage.claim(5, lease)  # newer than the one filed: that one is dropped
+    assert storage.pending() is None and storage.take_pending(lease) is None
+    storage.set_pending({"upto": "u4", "position": 4})  # older than the one claimed
+    assert storage.pending() is None
+    assert not storage.claim(4, lease)  # older than the one taken
+    storage.set_pending({"upto": "u7", "position": 7})
+    assert not storage.claim(6, lease)  # a newer one is filed: it runs instead
+    assert storage.take_pending(lease) == {"upto": "u7", "position": 7}
+    storage.release(lease)
+    with pytest.raises(LeaseLost):
+        storage.claim(9, lease)
+
+
+def test_a_worker_that_gets_the_extraction_lease_runs_its_own_job_from_memory(store_url):
+    storage = open_store(store_url).session("s")
+    job = {"upto": "u5", "position": 5, "entries": [{"role": "user", "content": "x" * 1000}]}
+    ran = run_pending(storage, job, 5.0, lambda filed, lease: filed)
+    assert len(ran) == 1 and ran[0] is job  # neither written to the store nor read back
+    storage.set_pending({"upto": "u4", "position": 4})  # older than the job run: dropped
+    assert storage.pending() is None
+
+
+def test_a_job_meeting_the_lease_held_elsewhere_is_filed_and_the_newest_runs(store_url):
+    storage = open_store(store_url).session("s")
+    holder = storage.acquire(EXTRACTION, "host-b:2:y", 5.0)
+    assert run_pending(storage, {"upto": "u5", "position": 5}, 5.0, lambda f, _: f) == []
+    assert storage.pending() == {"upto": "u5", "position": 5}
+    storage.set_pending({"upto": "u7", "position": 7})
+    storage.release(holder)
+    ran = run_pending(storage, {"upto": "u6", "position": 6}, 5.0, lambda f, _: f)
+    assert ran == [{"upto": "u7", "position": 7}]  # the newest request wins
+    assert storage.pending() is None
 
 
 def test_sessions_are_listed_and_deleted_whole(store_url):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,14 @@ MAX_NOTES_CHARS = 200_000  # about 4x the 12,000-token budget
 class NotesUnreadable(OSError):
     """The notes file cannot be used as it is (not UTF-8, a symbolic link, ...); the
     message names the file and what to do."""
+
+
+class NotesConflict(Exception):
+    """The notes changed since they were read (compare-and-swap failed)."""
+
+
+class NotesRejected(ValueError):
+    """New notes that would lose a template heading."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,14 @@ class Section:
 def headings(text: str) -> list[str]:
     """The ``# `` headings of a markdown text, in order."""
     return HEADING.findall(text)
+
+
+def check_headings(required: Sequence[str], text: str) -> None:
+    """Refuse notes that drop or rename one of the ``required`` (template) headings."""
+    present = set(headings(text))
+    missing = [h for h in required if h not in present]
+    if missing:
+        raise NotesRejected(f"the new notes lost template headings: {', '.join(missing)}")
 
 
 def sections(text: str) -> list[Section]:

@@ -16,12 +16,13 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..engine.errors import StenographError
-from ..engine.notes import MAX_NOTES_CHARS, NotesUnreadable
+from ..engine.notes import MAX_NOTES_CHARS, NotesUnreadable, check_headings, headings
 
 T = TypeVar("T")
+S = TypeVar("S", bound="SessionStorage")
 CALL = "call"
 EXTRACTION = "extraction"
 KINDS = (CALL, EXTRACTION)
@@ -187,6 +188,12 @@ class SessionStorage(Protocol):
         """The pending job, for the holder of the extraction ``lease``; only the mark of
         its position stays filed."""
 
+    def claim(self, position: int, lease: Lease) -> bool:
+        """For the holder of the extraction ``lease``, about to run its own job (never
+        filed) covering journal ``position``: file the mark of that position as the job
+        taken last, unless the job pending or taken last covers a later one; whether it
+        did. A pending job it replaces is dropped (coalescing)."""
+
     def close(self) -> None:
         """Release what this object holds open."""
 
@@ -248,6 +255,13 @@ def taken(job: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if job is None else {"position": job.get("position", 0), "taken": True}
 
 
+def claimed(position: int, filed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The mark a lease holder files to run its own job covering ``position`` (see
+    ``claim``), or None when ``filed``, the job pending or taken last, covers a later one."""
+    mark = {"position": position, "taken": True}
+    return mark if newer(mark, filed) else None
+
+
 def untaken(job: dict[str, Any] | None) -> dict[str, Any] | None:
     """``job`` unless it is the mark of one taken already."""
     return None if job is None or job.get("taken") else job
@@ -259,36 +273,76 @@ def run_pending(
     seconds: float,
     run: Callable[[dict[str, Any], Lease], T],
 ) -> list[T]:
-    """File ``job``, then run the filed jobs while holding the session's extraction lease,
-    so at most one runs at a time across the cluster. A worker that cannot get the lease
-    leaves its job filed (coalesced: the newest wins) for the holder, which looks at the
-    pending mark again after giving the lease up and takes it again when a job came."""
+    """Run ``job`` and the jobs other workers filed, holding the session's extraction
+    lease, so at most one runs at a time across the cluster. A worker that gets the lease
+    runs its own job from memory (only the mark of its position is filed). One that
+    cannot files its job for the holder (coalesced: the newest wins) and tries the lease
+    once more, as the holder may just have given it up; a holder looks at the pending mark
+    again after giving the lease up and takes it again when a job came."""
     owner = job_owner()
-    storage.set_pending(job)
+    own: dict[str, Any] | None = job
     done: list[T] = []
     while True:
         lease = storage.acquire(EXTRACTION, owner, seconds)
-        if lease is None:
-            return done
-        try:
-            while (filed := storage.take_pending(lease)) is not None:
-                done.append(run(filed, lease))
-        except LeaseLost:
-            return done  # the lease expired under a long run: its new holder goes on
-        finally:
-            storage.release(lease)
-        if storage.pending() is None:
+        if lease is not None:
+            try:
+                own = _run_held(storage, lease, own, run, done)
+            finally:
+                storage.release(lease)
+        if own is not None:
+            storage.set_pending(own)
+            own = None
+        elif lease is None or storage.pending() is None:
             return done
 
 
-def over_cap(location: str, label: str, text: str, max_chars: int) -> str:
-    """``text``, unless it is longer than the notes cap (``NotesUnreadable``)."""
-    if len(text) > max_chars:
-        raise NotesUnreadable(
-            f"{location}: the notes {label!r} hold more than {max_chars:,} characters (the"
-            " notes cap, maxNotesChars): raise the cap or delete the session's notes"
-        )
-    return text
+def _run_held(
+    storage: SessionStorage,
+    lease: Lease,
+    own: dict[str, Any] | None,
+    run: Callable[[dict[str, Any], Lease], T],
+    done: list[T],
+) -> dict[str, Any] | None:
+    """Holding ``lease``: run ``own`` (unless a later job was filed or taken) and the jobs
+    filed; ``own`` back when the lease was lost before it could be claimed."""
+    try:
+        if own is not None:
+            claimed = storage.claim(int(own.get("position", 0)), lease)
+            mine, own = own, None
+            if claimed:
+                done.append(run(mine, lease))
+        while (filed := storage.take_pending(lease)) is not None:
+            done.append(run(filed, lease))
+    except LeaseLost:
+        pass  # the lease expired under a long run: its new holder goes on
+    return own
+
+
+class StoredNotes(Generic[S]):
+    """What the notes kept in a server store share: the template until the first write,
+    the notes cap on reading, the template headings kept on writing."""
+
+    def __init__(self, storage: S, label: str, template: str, max_chars: int = MAX_NOTES_CHARS):
+        self.storage, self.label, self.template = storage, label, template
+        self.max_chars = max_chars
+        self.required = headings(template)
+
+    def found(self, text: str | None, version: Any) -> tuple[str, Any]:
+        """What :meth:`Notes.read` gives for the stored ``text`` (None: never written),
+        unless it is longer than the notes cap (``NotesUnreadable``)."""
+        if text is None:
+            return self.template, 0
+        if len(text) > self.max_chars:
+            raise NotesUnreadable(
+                f"{self.storage.location}: the notes {self.label!r} hold more than"
+                f" {self.max_chars:,} characters (the notes cap, maxNotesChars): raise the cap"
+                " or delete the session's notes"
+            )
+        return text, int(version)
+
+    def check(self, text: str) -> None:
+        """Refuse new notes that drop or rename a template heading (``NotesRejected``)."""
+        check_headings(self.required, text)
 
 
 def _backoff() -> Iterator[float]:

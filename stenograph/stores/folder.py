@@ -19,7 +19,17 @@ from filelock import FileLock
 from ..engine.files import atomic_write, private_dir
 from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import SessionStore, check_session_id, encode_record, log
-from .base import CallEnd, Lease, VersionConflict, lease_lost, newer, taken, untaken, yields_to
+from .base import (
+    CallEnd,
+    Lease,
+    VersionConflict,
+    claimed,
+    lease_lost,
+    newer,
+    taken,
+    untaken,
+    yields_to,
+)
 
 STATE_VERSION_KEY = "stateVersion"
 
@@ -246,6 +256,15 @@ class FolderStorage(SessionStore):
             if job is not None:
                 atomic_write(self.folder / "pending.json", json.dumps(taken(job)))
             return job
+
+    def claim(self, position: int, lease: Lease) -> bool:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        with self._locked():
+            self._check(lease)
+            mark = claimed(position, self._filed())
+            if mark is not None:
+                atomic_write(self.folder / "pending.json", json.dumps(mark))
+            return mark is not None
 
     def close(self) -> None:
         """Close the journal."""

@@ -9,16 +9,16 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..engine.notes import MAX_NOTES_CHARS
+from ..engine.notes import MAX_NOTES_CHARS, NotesConflict
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
 from .base import (
     CallEnd,
     Lease,
+    StoredNotes,
     StoreError,
     VersionConflict,
     lease_lost,
     new_write_id,
-    over_cap,
     parse_state,
     yields_to,
 )
@@ -166,6 +166,18 @@ return job
 """
 )
 
+CLAIM = (
+    FENCE
+    + """
+local refused = fence(KEYS[1], ARGV[1], ARGV[2]) if refused then return refused end
+local held = tonumber(redis.call('HGET', KEYS[2], 'pending:position') or '-1')
+if tonumber(ARGV[3]) < held then return 0 end
+redis.call('HDEL', KEYS[2], 'pending')
+redis.call('HSET', KEYS[2], 'pending:position', ARGV[3])
+return 1
+"""
+)
+
 
 class RedisStore:
     """Sessions in Redis keys ``<prefix>{<session>}:…``."""
@@ -202,6 +214,7 @@ class RedisStore:
                 "notes_cas": NOTES_CAS,
                 "set_pending": SET_PENDING,
                 "take_pending": TAKE_PENDING,
+                "claim": CLAIM,
             }.items()
         }
 
@@ -347,36 +360,28 @@ class RedisStorage:
         job = self._script("take_pending", keys, [], lease)
         return json.loads(job) if job else None
 
+    def claim(self, position: int, lease: Lease) -> bool:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+        keys = [self._lease_key(lease), self._key("state")]
+        return bool(self._script("claim", keys, [position], lease))
+
     def close(self) -> None:
         """The connections belong to the store."""
 
 
-class RedisNotes:
+class RedisNotes(StoredNotes["RedisStorage"]):
     """Notes in the session's ``notes`` hash, versioned by a counter."""
-
-    def __init__(
-        self, storage: RedisStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
-    ) -> None:
-        self.storage, self.label, self.template = storage, label, template
-        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
         text, version = self.storage.client.hmget(
             self.storage._key("notes"), self.label, f"{self.label}:version"
         )
-        if text is None:
-            return self.template, 0
-        location = self.storage.location
-        return over_cap(location, self.label, text, self.max_chars), int(version)
+        return self.found(text, version)
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
-        from pathlib import Path
-
-        from ..handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
-
-        MemoryFile(Path(self.label), self.template).check(text)
+        self.check(text)
         keys = [self.storage._lease_key(lease), self.storage._key("notes")]
         try:
             args = [new_write_id(), self.label, version, text]

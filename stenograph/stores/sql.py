@@ -10,19 +10,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
-from ..engine.notes import MAX_NOTES_CHARS
+from ..engine.notes import MAX_NOTES_CHARS, NotesConflict
 from ..engine.store import JOURNAL_BYTES, check_session_id, encode_record
 from .base import (
     CallEnd,
     Lease,
+    StoredNotes,
     VersionConflict,
+    claimed,
     lease_lost,
     new_write_id,
     newer,
-    over_cap,
     parse_state,
     taken,
     untaken,
@@ -428,14 +428,17 @@ class SqlStorage:
 
         def step(cur: Any) -> None:
             if newer(job, self._pending(cur)):
-                self._exec(
-                    cur,
-                    "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
-                    json.dumps(job),
-                )
+                self._file(cur, job)
 
         self._run(step)
+
+    def _file(self, cur: Any, job: dict[str, Any]) -> None:
+        self._exec(
+            cur,
+            "INSERT INTO sg_sessions (id, version, pending) VALUES (?, 0, ?)"
+            " ON CONFLICT (id) DO UPDATE SET pending = excluded.pending",
+            json.dumps(job),
+        )
 
     def pending(self) -> dict[str, Any] | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
@@ -461,18 +464,24 @@ class SqlStorage:
 
         return self._run(step)
 
+    def claim(self, position: int, lease: Lease) -> bool:
+        """See :class:`~stenograph.stores.base.SessionStorage`."""
+
+        def step(cur: Any) -> bool:
+            self.check(cur, lease)
+            mark = claimed(position, self._pending(cur))
+            if mark is not None:
+                self._file(cur, mark)
+            return mark is not None
+
+        return self._run(step)
+
     def close(self) -> None:
         """The connection belongs to the store."""
 
 
-class SqlNotes:
+class SqlNotes(StoredNotes["SqlStorage"]):
     """Notes in ``sg_notes``, versioned by a counter."""
-
-    def __init__(
-        self, storage: SqlStorage, label: str, template: str, max_chars: int = MAX_NOTES_CHARS
-    ) -> None:
-        self.storage, self.label, self.template = storage, label, template
-        self.max_chars = max_chars
 
     def read(self) -> tuple[str, Any]:
         """The text (the template before any write) and its version."""
@@ -484,15 +493,11 @@ class SqlNotes:
                 self.label,
             ),
         )
-        if row is None:
-            return self.template, 0
-        return over_cap(self.storage.location, self.label, row[0], self.max_chars), int(row[1])
+        return self.found(None, 0) if row is None else self.found(row[0], row[1])
 
     def compare_and_swap(self, version: Any, text: str, lease: Lease | None = None) -> Any:
         """Replace the notes if they are still at ``version``."""
-        from ..handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
-
-        MemoryFile(Path(self.label), self.template).check(text)
+        self.check(text)
 
         def step(cur: Any) -> int:
             self.storage.check(cur, lease)

@@ -38,6 +38,7 @@ from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, Too
 from .fork import ForkContext
 from .job import Job, Outcome, job_settings, run_job
 from .memory_file import MemoryFile
+from .offline import snapshot
 
 log = logging.getLogger("stenograph.handlers.forked_extraction")
 REQUEST_KEYS = ("model", "system", "tools", "messages", "stream", "max_tokens")
@@ -293,7 +294,7 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             settings=job_settings(self.settings),
             lease_seconds=session.lease_seconds,
             context=context if backend != "offline" else None,
-            entries=[e.to_record() for e in entries] if backend == "offline" else None,
+            entries=snapshot(entries) if backend == "offline" else None,
         )
 
     # choices ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@ edit the notes. It loops model -> tool calls -> tool results up to ``maxTurns``.
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +67,24 @@ def with_breakpoint(context: ForkContext) -> list[dict[str, Any]]:
 
 
 def _breakpoints(context: ForkContext) -> int:
-    text = json.dumps([context.system, context.tools, context.messages], default=str)
-    return text.count('"cache_control"')
+    """The cache breakpoints the request already has: on tools, system blocks, message
+    blocks and the blocks of tool results (read in place, not encoded)."""
+    return sum(1 for block in _cacheable(context) if block.get("cache_control") is not None)
+
+
+def _cacheable(context: ForkContext) -> Iterator[dict[str, Any]]:
+    yield from _dicts(context.tools)
+    yield from _dicts(context.system)
+    for message in context.messages:
+        for block in _dicts(message.get("content")):
+            yield block
+            if block.get("type") == "tool_result":
+                yield from _dicts(block.get("content"))
+
+
+def _dicts(value: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(value, list):
+        yield from (v for v in value if isinstance(v, dict))
 
 
 def run_fork(

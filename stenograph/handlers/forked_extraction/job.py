@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...engine.entries import entry_from_record
-from ...engine.notes import sections
+from ...engine.notes import NotesConflict, sections
 from ...stores.base import Lease, Notes, SessionStorage, run_pending
 from .fork import ForkContext, ForkResult, run_fork
 from .gate import CLAUDE_CODE_EDIT, OWN_TOOL_NAME, EditError, Workspace, edit_tool_of
-from .memory_file import NotesConflict
-from .offline import Facts, offline_notes
+from .offline import facts_of, offline_notes
 
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 #: the handler settings a job carries (the rest only matter on the host)
@@ -41,8 +39,9 @@ class Job:
     """One notes extraction, picklable and JSON-able (it is filed in the store while
     another worker holds the extraction lease). ``label`` names the notes in the store
     (the file path for a folder store or an in-memory session); ``shown`` is the path the
-    fork edits; ``entries`` (the history records, for the offline backend) or ``context``
-    (for the anthropic backend) is the snapshot."""
+    fork edits; ``entries`` (for the offline backend: see :func:`.offline.snapshot`) or
+    ``context`` (for the anthropic backend) is the snapshot, made for the job and never
+    changed: it shares the history's contents (read-only), so it is not copied."""
 
     session_id: str
     store_url: str | None
@@ -60,8 +59,11 @@ class Job:
     entries: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The job as JSON-able data."""
-        return dataclasses.asdict(self)
+        """The job as JSON-able data, sharing the snapshot (made for the job, never
+        changed): no copy of a long history per extraction."""
+        data = _fields(self)
+        data["context"] = _fields(self.context) if self.context is not None else None
+        return data
 
     def failed(self, error: str) -> Outcome:
         """The outcome of this job when it could not run."""
@@ -75,6 +77,11 @@ class Job:
         context = data.get("context")
         fields = {**data, "context": ForkContext(**context) if context else None}
         return cls(**fields)
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, the values themselves (``asdict`` copies them)."""
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
 
 
 @dataclass(frozen=True)
@@ -133,7 +140,7 @@ def execute(
         max_chars = int(job.settings["max_notes_chars"])
         workspace = Workspace(Path(job.shown), text or job.template, max_chars=max_chars)
         if job.backend == "offline":
-            workspace.rewrite(offline_notes(job.template, _facts(job.entries or [])))
+            workspace.rewrite(offline_notes(job.template, facts_of(job.entries or [])))
         else:
             result = _fork(job, client or make_client(job.settings), workspace)
         _save(notes, version, workspace, lease)
@@ -180,17 +187,6 @@ def _notes(job: Job, storage: SessionStorage | None) -> Notes:
     from ...stores.folder import FileNotes
 
     return FileNotes(Path(job.label), job.template, max_chars=max_chars)
-
-
-def _facts(records: list[dict[str, Any]]) -> Facts:
-    entries = [entry_from_record(r) for r in records]
-    names = {
-        str(b.get("id")): str(b.get("name", ""))
-        for e in entries
-        for b in e.blocks()
-        if b.get("type") == "tool_use"
-    }
-    return Facts(lambda tool_use_id: names.get(tool_use_id, "")).feed(entries)
 
 
 def _save(notes: Notes, version: Any, workspace: Workspace, lease: Lease | None) -> None:

@@ -10,20 +10,17 @@ from pathlib import Path
 from filelock import FileLock
 
 from ...engine.files import atomic_write, fsync_dir, private_dir, remove_temp_files
-from ...engine.notes import (  # the notes format, shared with the handlers reading notes
+from ...engine.notes import (  # the notes contract, shared with the stores and handlers
     MAX_NOTES_CHARS,
+    NotesConflict,
+    NotesRejected,
     NotesUnreadable,
+    check_headings,
     headings,
     read_notes,
 )
 
-
-class NotesConflict(Exception):
-    """The file changed since it was read (compare-and-swap failed)."""
-
-
-class NotesRejected(ValueError):
-    """New notes that would lose a template heading."""
+__all__ = ["MemoryFile", "NotesConflict", "NotesRejected"]
 
 
 class MemoryFile:
@@ -71,10 +68,7 @@ class MemoryFile:
 
     def check(self, text: str) -> None:
         """Refuse notes that drop or rename a template heading."""
-        present = set(headings(text))
-        missing = [h for h in self.required if h not in present]
-        if missing:
-            raise NotesRejected(f"the new notes lost template headings: {', '.join(missing)}")
+        check_headings(self.required, text)
 
     def replace(self, expected: str, text: str) -> None:
         """Atomically replace the file with ``text`` if it still holds ``expected``

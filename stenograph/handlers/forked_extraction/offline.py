@@ -4,10 +4,11 @@ model and no network — files from tool inputs, commands, failed tool results, 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ...engine.clock import parse_timestamp
 from ...engine.entries import Entry
 from ...engine.notes import sections
 
@@ -20,7 +21,6 @@ ERROR_PATTERNS = (
 )
 TOP_HEADING = re.compile(r"^(# )", re.MULTILINE)
 META_TEXT = re.compile(r"^\s*(<[a-z-]+>|Caveat:)")
-ToolNameOf = Callable[[str], str]
 
 
 def offline_notes(template: str, facts: Facts) -> str:
@@ -46,10 +46,24 @@ def offline_notes(template: str, facts: Facts) -> str:
     return "".join(parts).rstrip("\n") + "\n"
 
 
+def snapshot(entries: Iterable[Entry]) -> list[dict[str, Any]]:
+    """What the offline writer reads of each entry, as JSON-able data (a job's
+    ``entries``): the content itself, not a copy."""
+    return [{"role": e.role, "content": e.content, "timestamp": e.timestamp} for e in entries]
+
+
+def facts_of(records: Iterable[dict[str, Any]]) -> Facts:
+    """The facts of a :func:`snapshot` (or of journal records: an ISO time is read too)."""
+    entries = [
+        Entry(r["role"], r["content"], "", parse_timestamp(r.get("timestamp"))) for r in records
+    ]
+    return Facts().feed(entries)
+
+
 class Facts:
     """What the history says, gathered incrementally: ``feed`` each entry once."""
 
-    def __init__(self, tool_name_of: ToolNameOf) -> None:
+    def __init__(self) -> None:
         self.upto = 0
         self.requests: list[str] = []
         self.replies: list[str] = []
@@ -57,7 +71,6 @@ class Facts:
         self.shell: dict[str, str] = {}
         self.failures: list[str] = []
         self.steps: list[str] = []
-        self.tool_name_of = tool_name_of
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def feed(self, entries: Sequence[Entry]) -> Facts:
