@@ -7,9 +7,10 @@
   pauses ``CROWD`` sessions at once, each on its own thread, and reports the slowest call.
 * **start-up**: whole processes, interleaved round by round: ``python -c pass`` (the floor),
   ``python -c "import stenograph"`` and ``stenograph --help``.
-* **resume**: a journaled session of N entries is closed, then reopened by id (``gc`` enabled,
-  as in a host); µs per entry, next to the floor lane (parsing the journal's lines with
-  ``json.loads``, gc off).
+* **resume**: a journaled session of N entries (appended as they are: no calls, so no notes
+  extraction while it is built) is closed, then reopened by id on the ``default`` preset
+  (``gc`` enabled, as in a host; the engine built before the clock starts); µs per entry,
+  next to the floor lane (parsing the journal's lines with ``json.loads``, gc off).
 * **memory**: bytes traced (``tracemalloc``) while a session takes N messages (its calls
   and background work included), next to one plain deep copy of the same messages as Python
   objects (text included: ``copy.deepcopy`` would share the strings).
@@ -35,7 +36,7 @@ from typing import Any
 
 from benchlib.engines import make_engine
 from benchlib.history import MODEL, PAUSED, SYSTEM_PROMPT, TIMED, TOOLS, HistoryCache
-from benchlib.lanes import SessionLane
+from benchlib.lanes import WARMUP, SessionLane
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
 from benchlib.stats import fmt_us, median, medians
 
@@ -61,10 +62,16 @@ TARGETS = {
 # ---------------------------------------------------------------------------------------------
 
 
-def session_lane(name: str, size: int, scratch: Path, state: Path | None = None) -> SessionLane:
-    """Our lane on the ``default`` preset, with a history of its own."""
+def session_lane(
+    name: str, size: int, scratch: Path, state: Path | None = None, by_calls: bool = True
+) -> SessionLane:
+    """Our lane on the ``default`` preset, with a history of its own (taken in by calls, or
+    appended as it is without warm-up calls)."""
     engine = make_engine("default", scratch)
-    return SessionLane(name, size, HistoryCache(), engine=engine, state_dir=state)
+    warmup = WARMUP if by_calls else 0
+    return SessionLane(
+        name, size, HistoryCache(), engine=engine, state_dir=state, by_calls=by_calls, warmup=warmup
+    )
 
 
 def pause_round(lane: SessionLane, steady_calls: int) -> dict[str, float]:
@@ -152,15 +159,16 @@ def startup_lane(rounds: int, log: Log) -> dict[str, Any]:
 def resume_round(size: int, round_index: int, scratch: Path) -> dict[str, float]:
     """Build a journaled session of ``size`` entries, close it, reopen it by id."""
     state = scratch / f"resume-{size}-{round_index}"
-    lane = session_lane("resume", size, scratch, state)
+    lane = session_lane("resume", size, scratch, state, by_calls=False)
     lane.builds = round_index  # a fresh history per round
     lane.rebuild()
     session_id, entries = lane.session.id, len(lane.session.history)
     lane.close()
     del lane
+    engine = make_engine("default", scratch)  # a host builds its engine once, not per session
     gc.collect()
     start = time.perf_counter()
-    session = make_engine("default", scratch).open_session(session_id, state_dir=state)
+    session = engine.open_session(session_id, state_dir=state)
     seconds = time.perf_counter() - start
     assert len(session.history) == entries
     session.close()

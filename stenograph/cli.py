@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .engine.errors import StenographError
-from .integrations.transcripts import TranscriptError, format_descriptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,11 +57,30 @@ def _escape(text: str) -> str:
 log = logging.getLogger("stenograph.cli")
 
 
-@cache
-def _format_help() -> str:
-    """The transcript argument's help: every registered format (plugins included)."""
-    formats = "; ".join(format_descriptions().values())
-    return f"a transcript file; the format is detected from its content: {formats}"
+FORMATS = "{formats}"
+TRANSCRIPT_HELP = f"a transcript file; the format is detected from its content: {FORMATS}"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Fills in every registered transcript format (plugins included) only when a help
+    naming them is formatted: the entry-point scan stays out of ``stenograph --help``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text is None or FORMATS not in text:
+            return text
+        from .integrations.transcripts import format_descriptions
+
+        formats = "; ".join(format_descriptions().values())
+        return text.replace(FORMATS, formats.replace("%", "%%"))
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser (and subcommand parser) formatting its help with ``_HelpFormatter``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -70,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv, verbose = _verbosity(sys.argv[1:] if argv is None else list(argv))
     args = _parser().parse_args(argv)  # --help and --version exit here, before rich loads
     from rich.logging import RichHandler
+
+    from .integrations.transcripts import TranscriptError
 
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=_err())])
@@ -105,7 +125,7 @@ def _verbosity(argv: list[str]) -> tuple[list[str], int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stenograph",
         description=__doc__,
         epilog="-v / -vv (anywhere): info / debug logging on stderr",
@@ -138,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         _explain,
     )
     cmd = commands.add_parser("show", help="print the request sent at one model call")
-    cmd.add_argument("transcript", help=_format_help())
+    cmd.add_argument("transcript", help=TRANSCRIPT_HELP)
     cmd.add_argument("--call", type=int, required=True, metavar="N", help="call index, from 0")
     cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
     cmd.add_argument(
@@ -184,7 +204,7 @@ def _replay_command(
     commands: Any, name: str, help_text: str, state_dir: str | None, json_help: str, run: Any
 ) -> argparse.ArgumentParser:
     cmd: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
-    cmd.add_argument("transcript", help=_format_help())
+    cmd.add_argument("transcript", help=TRANSCRIPT_HELP)
     cmd.add_argument(
         "--preset", default="default", help="built-in preset name or .toml file (default: default)"
     )

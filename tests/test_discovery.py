@@ -4,12 +4,12 @@ sources of the same lazy catalogs as installed plugins (pip-installed here, for 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from importlib.metadata import EntryPoint
 
 import pytest
-from helpers import install
+from helpers import install, run_cli
 
 import stenograph
 from stenograph.engine.discovery import ENTRY_POINT_GROUP, HandlerCatalog
@@ -55,11 +55,11 @@ def test_an_inactivity_only_engine_imports_only_the_handler_it_uses():
 
 def test_builtins_load_through_the_entry_point_path_with_its_errors():
     class Broken(HandlerCatalog):
-        builtins = (
-            *HandlerCatalog.builtins,
-            EntryPoint("broken", "stenograph.no_such_module:Broken", ENTRY_POINT_GROUP),
-            EntryPoint("not-a-class", "stenograph.engine.errors:PluginError", ENTRY_POINT_GROUP),
-        )
+        builtins = {
+            **HandlerCatalog.builtins,
+            "broken": "stenograph.no_such_module:Broken",
+            "not-a-class": "stenograph.engine.errors:PluginError",
+        }
 
     catalog = Broken()
     assert catalog.origin("broken") == "built-in"
@@ -85,9 +85,16 @@ def test_an_installed_package_claiming_a_builtin_name_is_refused(tmp_path, on_pa
     )
 
 
-def test_a_transcript_format_is_one_module_and_one_registration(tmp_path, on_path):
+@pytest.fixture(scope="module")
+def acme_formats(tmp_path_factory):
+    """A package registering the ``acme-chat`` transcript format, pip-installed once."""
     entry = f'[project.entry-points."{FORMATS_GROUP}"]\nacme-chat = "acme_formats:FORMAT"\n'
-    site = install(tmp_path, "acme-formats", "acme_formats", ACME_FORMAT, entry)
+    folder = tmp_path_factory.mktemp("acme")
+    return install(folder, "acme-formats", "acme_formats", ACME_FORMAT, entry)
+
+
+def test_a_transcript_format_is_one_module_and_one_registration(tmp_path, on_path, acme_formats):
+    site = acme_formats
     log = tmp_path / "chat.json"
     turns = [{"who": "user", "said": "hello"}, {"who": "bot", "said": "hi there"}]
     log.write_text(json.dumps({"acme": turns}))
@@ -100,6 +107,13 @@ def test_a_transcript_format_is_one_module_and_one_registration(tmp_path, on_pat
     assert FormatCatalog().origin("acme-chat") == "package 'acme-formats'"
     assert list(format_descriptions())[-1] == "anthropic-messages-json"  # the broad one last
     assert format_descriptions()["acme-chat"] == "Acme chat log (JSON)"
+
+
+def test_replay_help_lists_an_installed_format(acme_formats):
+    env = {**os.environ, "PYTHONPATH": str(acme_formats)}
+    result = run_cli("replay", "--help", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "Acme chat log (JSON)" in " ".join(result.stdout.split())
 
 
 def test_a_bad_or_clashing_transcript_format_is_named(tmp_path, on_path):
@@ -115,17 +129,13 @@ def test_a_bad_or_clashing_transcript_format_is_named(tmp_path, on_path):
 
 def test_a_transcript_format_that_is_not_one_is_refused():
     class Odd(FormatCatalog):
-        builtins = (EntryPoint("odd", "stenograph.engine.errors:PluginError", FORMATS_GROUP),)
+        builtins = {"odd": "stenograph.engine.errors:PluginError"}
 
     with pytest.raises(stenograph.PluginError, match="'odd' from built-in is .*not a stenograph"):
         Odd().get("odd")
 
     class Misnamed(FormatCatalog):
-        builtins = (
-            EntryPoint(
-                "chat", "stenograph.integrations.transcripts.claude_code:FORMAT", FORMATS_GROUP
-            ),
-        )
+        builtins = {"chat": "stenograph.integrations.transcripts.claude_code:FORMAT"}
 
     with pytest.raises(stenograph.PluginError, match="calls itself 'claude-code-jsonl'"):
         Misnamed().get("chat")

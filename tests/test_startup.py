@@ -5,8 +5,11 @@ its cache file instead of being decoded again."""
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,14 +31,31 @@ def test_import_loads_no_heavy_module():
     assert loaded_after("import stenograph") == []
 
 
-def test_help_loads_no_heavy_module():
-    code = (
-        "import contextlib, io\nfrom stenograph.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()) as text:\n"
-        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
-        "assert 'replay' in text.getvalue()"
-    )
-    assert loaded_after(code) == []
+def imported_by(command: list[str]) -> tuple[set[str], str]:
+    """The modules a whole process of ``command`` imports (``-X importtime``), and its stdout."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return {line.rpartition("|")[2].strip() for line in lines}, done.stdout
+
+
+def console_entry(kind: str) -> list[str]:
+    if kind == "module":
+        return [sys.executable, "-m", "stenograph"]
+    script = shutil.which("stenograph", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("no stenograph console script beside this interpreter (not pip-installed)")
+    return [script]
+
+
+@pytest.mark.parametrize("kind", ["module", "script"])
+@pytest.mark.parametrize("option", ["--help", "--version"])
+def test_help_and_version_scan_no_plugins_and_load_no_heavy_module(kind, option):
+    modules, out = imported_by([*console_entry(kind), option])
+    assert "replay" in out or out.startswith("stenograph ")
+    unwanted = {*HEAVY, "importlib.metadata", "stenograph.integrations.transcripts"}
+    assert sorted(modules & unwanted) == []
 
 
 def test_every_export_resolves_on_first_use():

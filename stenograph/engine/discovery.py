@@ -3,6 +3,7 @@
 Built-ins are described exactly like installed plugins, as entry points (``name =
 module:attribute``), so both load on first use, through the same path, with the same
 duplicate-name and load-error handling (pytest's ``default_plugins``, loaded like ``-p``).
+``importlib.metadata`` (a costly import) loads when a catalog is first built.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ from __future__ import annotations
 import difflib
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
 from .errors import PluginError
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from .handler import Handler
 
 ENTRY_POINT_GROUP = "stenograph.handlers"
@@ -25,20 +28,12 @@ log = logging.getLogger("stenograph.engine.discovery")
 T = TypeVar("T")
 
 
-def builtin_sources(group: str, targets: dict[str, str]) -> tuple[EntryPoint, ...]:
-    """Built-ins as entry points of ``group``: ``{name: "module:attribute"}``."""
-    return tuple(EntryPoint(name, value, group) for name, value in targets.items())
-
-
-BUILTIN_HANDLERS = builtin_sources(
-    ENTRY_POINT_GROUP,
-    {
-        "inactivity-memorize": "stenograph.handlers.inactivity_memorize:InactivityMemorize",
-        "update-threshold": "stenograph.handlers.update_threshold:UpdateThreshold",
-        "forked-extraction": "stenograph.handlers.forked_extraction:ForkedExtraction",
-        "memory-compact": "stenograph.handlers.memory_compact:MemoryCompact",
-    },
-)
+BUILTIN_HANDLERS = {
+    "inactivity-memorize": "stenograph.handlers.inactivity_memorize:InactivityMemorize",
+    "update-threshold": "stenograph.handlers.update_threshold:UpdateThreshold",
+    "forked-extraction": "stenograph.handlers.forked_extraction:ForkedExtraction",
+    "memory-compact": "stenograph.handlers.memory_compact:MemoryCompact",
+}
 
 
 @dataclass(frozen=True)
@@ -53,17 +48,20 @@ class Source(Generic[T]):
 
 class Catalog(ABC, Generic[T]):
     """Every name of one entry-point group, built-ins first; objects load on first use.
-    Subclasses set ``kind``, ``group`` and ``builtins`` and check what a name loads."""
+    Subclasses set ``kind``, ``group`` and ``builtins`` (``{name: "module:attribute"}``)
+    and check what a name loads."""
 
     kind: ClassVar[str]
     group: ClassVar[str]
-    builtins: ClassVar[tuple[EntryPoint, ...]]
+    builtins: ClassVar[Mapping[str, str]]
 
     def __init__(self) -> None:
+        from importlib.metadata import EntryPoint, entry_points
+
         self._sources: dict[str, Source[T]] = {}
         self._loaded: dict[str, T] = {}
-        for ep in self.builtins:
-            self._claim(Source(ep.name, BUILTIN, entry_point=ep))
+        for name, value in self.builtins.items():
+            self._claim(Source(name, BUILTIN, entry_point=EntryPoint(name, value, self.group)))
         for ep in entry_points(group=self.group):
             self._claim(Source(ep.name, _distribution_name(ep), entry_point=ep))
 

@@ -130,11 +130,7 @@ _SURELY_IN_RANGE = (-62_135_596_800 + 86_400, 253_402_300_799 - 86_400)
 def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     """Validate and copy a host message into an Entry (uuid/timestamp filled when absent);
     ``owned``: the message is a fresh object nobody else holds, so it is not copied."""
-    if not isinstance(message, dict):
-        raise EntryError(f"a message must be a dict, got {type(message).__name__}")
-    role = message.get("role")
-    if role not in ROLES:
-        raise EntryError(f"message role must be 'user' or 'assistant', got {role!r}")
+    role = _role(message, "a message")
     content, uses, results = _content(message.get("content"), owned)
     entry = Entry(role, content, "", float(now), tool_use_ids=uses, tool_result_ids=results)
     if len(message) > 2:  # more than role and content
@@ -144,6 +140,16 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
             entry.usage = _usage(message.get("usage"))
     _stamp(entry, message)
     return entry
+
+
+def _role(message: Any, what: str) -> str:
+    """The role of ``message``, which must be a dict; an ``EntryError`` otherwise."""
+    if not isinstance(message, dict):
+        raise EntryError(f"{what} must be a dict, got {type(message).__name__}")
+    role = message.get("role")
+    if role not in ROLES:
+        raise EntryError(f"message role must be 'user' or 'assistant', got {role!r}")
+    return str(role)
 
 
 def response_entry(response: Any, now: float) -> Entry:
@@ -261,8 +267,20 @@ def _usage(value: Any) -> dict[str, int] | None:
 
 
 def entry_from_record(record: dict[str, Any]) -> Entry:
-    """Rebuild an Entry from its journal record (freshly parsed: taken, not copied)."""
-    entry = make_entry(record, now=0.0, owned=True)
-    if "timestamp" not in record:
-        entry.timestamp = None
+    """Rebuild an Entry from its journal record, freshly parsed: content and meta are taken,
+    not copied; a record of the wrong shape raises ``EntryError``."""
+    role = _role(record, "an entry record")
+    content, uses, results = _content(record.get("content"), True)
+    meta = record.get("meta")
+    entry = Entry(
+        role,
+        content,
+        "",
+        None,
+        usage=_usage(record.get("usage")) if role == "assistant" else None,
+        _meta=meta if isinstance(meta, dict) and meta else None,
+        tool_use_ids=uses,
+        tool_result_ids=results,
+    )
+    _stamp(entry, record)
     return entry

@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -145,11 +145,21 @@ class FolderStorage(SessionStore):
         try:
             with self._locked(), self.journal_path.open("rb") as handle:
                 handle.seek(after)
-                data = handle.read()  # under the lock: a line without its end is torn
+                # whole lines, under the lock (a line without its end is torn), parsed as
+                # they are read: the journal is never held in memory at once
+                records = self._parse(handle)
+                end = handle.tell()
         except FileNotFoundError:
             return [], 0
+        if after == self._indexed:
+            index_uuids(self._uuids, records)
+            self._indexed = end
+        return records, end
+
+    def _parse(self, lines: Iterable[bytes]) -> list[dict[str, Any]]:
+        """The journal records of ``lines``; a corrupt line is skipped with a warning."""
         records = []
-        for line in data.splitlines():
+        for line in lines:
             if not line.strip():
                 continue
             try:
@@ -161,11 +171,7 @@ class FolderStorage(SessionStore):
                 continue
             if isinstance(record, dict) and "op" in record:
                 records.append(record)
-        end = after + len(data)
-        if after == self._indexed:
-            index_uuids(self._uuids, records)
-            self._indexed = end
-        return records, end
+        return records
 
     def position(self) -> int:
         """See :class:`~stenograph.stores.base.SessionStorage`."""

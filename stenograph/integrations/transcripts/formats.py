@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ...engine.discovery import Catalog, builtin_sources
+from ...engine.discovery import Catalog
 from ...engine.errors import PluginError
 from .base import Log, json_lines
 
@@ -57,15 +57,12 @@ class FormatCatalog(Catalog[TranscriptFormat]):
 
     kind = "transcript format"
     group = ENTRY_POINT_GROUP
-    builtins = builtin_sources(
-        ENTRY_POINT_GROUP,
-        {
-            "claude-code-jsonl": "stenograph.integrations.transcripts.claude_code:FORMAT",
-            "anthropic-messages-json": "stenograph.integrations.transcripts.messages_json:FORMAT",
-            "openhands-json": "stenograph.integrations.transcripts.other_formats:OPENHANDS_FORMAT",
-            "swe-agent-traj": "stenograph.integrations.transcripts.other_formats:SWE_AGENT_FORMAT",
-        },
-    )
+    builtins = {
+        "claude-code-jsonl": "stenograph.integrations.transcripts.claude_code:FORMAT",
+        "anthropic-messages-json": "stenograph.integrations.transcripts.messages_json:FORMAT",
+        "openhands-json": "stenograph.integrations.transcripts.other_formats:OPENHANDS_FORMAT",
+        "swe-agent-traj": "stenograph.integrations.transcripts.other_formats:SWE_AGENT_FORMAT",
+    }
 
     def check(self, obj: object, name: str, origin: str) -> None:
         if not isinstance(obj, TranscriptFormat):
