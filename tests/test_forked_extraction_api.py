@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 import threading
@@ -313,6 +315,10 @@ def test_main_thread_never_waits_for_the_fork_and_requests_coalesce(
     firsts = [r for r in host.fork_requests() if fork_turn(r) == 0]
     assert len(firsts) == 2  # the two decisions made meanwhile ran as one
     assert len(host.events(ExtractionFinished)) == 2
+    slot = next(s for s in host.session.engine.slots if s.name == "forked-extraction")
+    writer = slot.handler.writer(host.session)
+    kept = {f.name: getattr(writer, f.name) for f in dataclasses.fields(writer)}
+    assert not [name for name, value in kept.items() if isinstance(value, dict) and value]
 
 
 def test_fifty_sessions_with_concurrent_forks(tmp_path, messages_server, anthropic_client):

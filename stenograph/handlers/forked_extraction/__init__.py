@@ -127,7 +127,6 @@ class Writer:
     busy: bool = False
     backend: tuple[str, Any] | None = None
     folder: Path | None = None
-    positions: dict[str, int] = field(default_factory=dict)  # journal position of a request
     facts: Facts | None = None  # the offline writer's, fed each entry once
     fed: str = ""  # the uuid of the last entry fed to ``facts``
 
@@ -152,12 +151,12 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
 
     @hookimpl
     def extraction_requested(self, session: Session, request: ExtractionRequest) -> bool:
-        """Take the request with a snapshot of the last request; start the worker unless
-        one runs (a request waiting for it is coalesced into this one)."""
+        """Take the request with a snapshot of the last request and the journal position
+        it covers; start the worker unless one runs (a request waiting for it is coalesced
+        into this one, and nothing of it is kept)."""
         writer = self.writer(session)
         with writer.lock:
-            writer.desk.file(request, self._context(session))
-            writer.positions[request.upto_uuid] = session.position
+            writer.desk.file(request, (self._context(session), session.position))
             if writer.busy:
                 return True
             writer.busy = True
@@ -210,11 +209,11 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
                     if taken is None:
                         writer.busy = False
                         return
-                request, context = taken
+                request, (context, position) = taken
                 try:
                     if request.upto_uuid in session.history.by_uuid:
                         with session.traced("extraction", request):
-                            self._extract(session, request, context)
+                            self._extract(session, request, context, position)
                     else:  # the history was cut back meanwhile
                         request.status = "dropped"
                 finally:
@@ -226,8 +225,10 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
                 writer.busy = False
             raise
 
-    def _extract(self, session: Session, request: ExtractionRequest, context: ForkContext) -> None:
-        job = self._job(session, request, context)
+    def _extract(
+        self, session: Session, request: ExtractionRequest, context: ForkContext, position: int
+    ) -> None:
+        job = self._job(session, request, context, position)
         self._emit(
             session, ExtractionStarted, backend=job.backend, path=job.label, upto_uuid=job.upto_uuid
         )
@@ -279,7 +280,9 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             record = NotesRecord(path, outcome.upto_uuid)
             session.announce_notes(record, journaled=session.storage is not None)
 
-    def _job(self, session: Session, request: ExtractionRequest, context: ForkContext) -> Job:
+    def _job(
+        self, session: Session, request: ExtractionRequest, context: ForkContext, position: int
+    ) -> Job:
         backend = self._backend(session)[0]
         label, shown = self._label(session)
         offline = backend == "offline"
@@ -290,7 +293,7 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             shown=shown,
             upto_uuid=request.upto_uuid,
             upto_index=request.upto_index,
-            position=self.writer(session).positions.pop(request.upto_uuid, session.position),
+            position=position,
             backend=backend,
             template=self.template,
             prompt=self.prompt,
