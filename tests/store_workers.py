@@ -17,6 +17,7 @@ import anthropic
 import stenograph
 from stenograph.integrations.anthropic import wrap
 from stenograph.stores import CALL, EXTRACTION, StaleHistory, acquire_wait, open_store
+from stenograph.testing.messages_server import MessagesServer
 
 
 def engine() -> stenograph.Engine:
@@ -130,14 +131,30 @@ def trigger_extraction(url: str, worker: int, go: Any, executor_kind: str) -> No
     with worker_executor(executor_kind) as executor:
         session = extraction_engine(executor).open_session("notes", store=url, wait_seconds=60)
         go.wait(30)
-        session.append({"role": "user", "content": f"req-{worker}"})
-        session.pre_call(model="m")
-        usage = {"input_tokens": 1000 * len(session.history), "output_tokens": 10}
-        session.post_sampling(
-            {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "usage": usage}
-        )
+        triggering_call(session, f"req-{worker}")
         assert session.wait_for_background(120)
         session.close()
+
+
+def triggering_call(session: stenograph.Session, text: str) -> None:
+    """One model call asking ``text``, whose response triggers an extraction."""
+    session.append({"role": "user", "content": text})
+    session.pre_call(model="m")
+    usage = {"input_tokens": 1000 * len(session.history), "output_tokens": 10}
+    session.post_sampling(
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "usage": usage}
+    )
+
+
+@contextlib.contextmanager
+def notes_model(responder: Any, monkeypatch: Any) -> Iterator[MessagesServer]:
+    """The test model server answering the forks with ``responder``; the anthropic client
+    of this process (and of the processes it forks) finds it from the environment."""
+    with MessagesServer() as server:
+        server.responder = responder
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        yield server
 
 
 @contextlib.contextmanager

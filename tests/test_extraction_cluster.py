@@ -60,11 +60,8 @@ def test_sixteen_workers_trigger_at_once_and_one_fork_runs_at_a_time(
 ):
     if executor == "dask":
         require_extra("distributed", "dask")  # imported here: the forked workers share it
-    with MessagesServer() as server:
-        model = SlowNotesModel()
-        server.responder = model
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    model = SlowNotesModel()
+    with store_workers.notes_model(model, monkeypatch):
         go = FORK.Event()
         workers = [
             FORK.Process(

@@ -579,14 +579,13 @@ class Session:
 
     def _renew(self) -> None:
         """Extend the lease held; one taken over meanwhile is lost."""
-        from ..stores.base import CALL, lease_lost
+        from ..stores.base import lease_lost
+        from ..stores.renewal import extend
 
         assert self._store is not None and self._lease is not None
-        renewed = self._store.acquire(CALL, self._owner, self.lease_seconds)
-        if renewed is None or renewed.epoch != self._lease.epoch:
+        renewed = extend(self._store, self._lease, self.lease_seconds)
+        if renewed is None:
             lease, self._lease = self._lease, None
-            if renewed is not None:
-                self._store.release(renewed)
             raise lease_lost(lease, self._store.location, "another worker took the lease over")
         self._lease = renewed
 

@@ -20,6 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..engine.errors import StenographError
 from ..engine.notes import MAX_NOTES_CHARS, NotesUnreadable, check_headings, headings
+from .renewal import kept_alive
 
 T = TypeVar("T")
 S = TypeVar("S", bound="SessionStorage")
@@ -278,7 +279,8 @@ def run_pending(
     runs its own job from memory (only the mark of its position is filed). One that
     cannot files its job for the holder (coalesced: the newest wins) and tries the lease
     once more, as the holder may just have given it up; a holder looks at the pending mark
-    again after giving the lease up and takes it again when a job came."""
+    again after giving the lease up and takes it again when a job came. The lease is
+    renewed while the jobs run (a fork may outlast ``seconds``)."""
     owner = job_owner()
     own: dict[str, Any] | None = job
     done: list[T] = []
@@ -286,7 +288,8 @@ def run_pending(
         lease = storage.acquire(EXTRACTION, owner, seconds)
         if lease is not None:
             try:
-                own = _run_held(storage, lease, own, run, done)
+                with kept_alive(storage, lease, seconds):
+                    own = _run_held(storage, lease, own, run, done)
             finally:
                 storage.release(lease)
         if own is not None:
@@ -314,7 +317,7 @@ def _run_held(
         while (filed := storage.take_pending(lease)) is not None:
             done.append(run(filed, lease))
     except LeaseLost:
-        pass  # the lease expired under a long run: its new holder goes on
+        pass  # the lease was lost (renewal late or refused): its new holder goes on
     return own
 
 
