@@ -19,7 +19,7 @@ from stenograph.stores.base import EXTRACTION, job_owner
 from stenograph.stores.renewal import Renewal
 from stenograph.testing.messages_server import RecordedRequest, Reply
 
-LEASE = 0.6  # seconds; the first fork is held well past it
+LEASE = 1.0  # seconds; the first fork is held well past it (renewed every third of it)
 ASKED = re.compile(r"^req-\w+$")
 ELSEWHERE = "another-host:1:worker:job"  # a live lease of it is never taken over here
 
