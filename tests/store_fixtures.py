@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import unquote
 
 import pytest
 
@@ -44,11 +45,18 @@ def postgres_url(name: str) -> str:
         unavailable("psycopg is not installed (pip install -e '.[postgres]')")
     try:
         with psycopg.connect(POSTGRES_URL, connect_timeout=3, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+            conn.execute(drop_schema(name))
     except psycopg.OperationalError as exc:
         unavailable(f"PostgreSQL at {POSTGRES_URL} is unreachable ({str(exc).strip()[:120]})")
     sep = "&" if "?" in POSTGRES_URL else "?"
     return f"{POSTGRES_URL}{sep}schema={name}"
+
+
+def drop_schema(name: str) -> Any:
+    """``DROP SCHEMA IF EXISTS <name> CASCADE``, the name quoted."""
+    from psycopg import sql
+
+    return sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
 
 
 def redis_url(name: str, base: str = REDIS_URL) -> str:
@@ -70,9 +78,9 @@ def drop(url: str) -> None:
     if url.startswith("postgresql"):
         import psycopg
 
-        schema = url.rsplit("schema=", 1)[1]
+        schema = unquote(url.rsplit("schema=", 1)[1])
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.execute(drop_schema(schema))
     elif url.startswith("redis"):
         import redis
 

@@ -5,7 +5,6 @@ server's clock, so the workers' clocks need not agree."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -13,7 +12,7 @@ from .base import StoreError
 from .sql import SCHEMA as SQL_SCHEMA
 from .sql import SqlStore
 
-IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+MAX_NAME_BYTES = 63  # PostgreSQL cuts a longer identifier short (NAMEDATALEN - 1)
 SCHEMA = SQL_SCHEMA.format(int="BIGINT", real="DOUBLE PRECISION")
 
 
@@ -25,6 +24,7 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str) -> None:
         try:
             import psycopg
+            import psycopg.sql
         except ImportError:
             raise StoreError(
                 f"store URL {url!r} needs psycopg: pip install 'stenograph[postgres]'"
@@ -34,9 +34,10 @@ class PostgresStore(SqlStore):
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
         self.schema = query.pop("schema", "public")
-        if not IDENTIFIER.match(self.schema):
+        if not 0 < len(self.schema.encode()) <= MAX_NAME_BYTES or "\x00" in self.schema:
             raise StoreError(
-                f"store URL {url!r}: schema {self.schema!r} is not a plain lower-case identifier"
+                f"store URL {url!r}: schema {self.schema!r} must be 1-{MAX_NAME_BYTES} bytes"
+                " of UTF-8 without NUL (PostgreSQL's limit; any such name works, it is quoted)"
             )
         self.url = url
         self._dsn = urlunsplit(parts._replace(query=urlencode(query)))
@@ -46,8 +47,9 @@ class PostgresStore(SqlStore):
         try:
             with conn.transaction():  # IF NOT EXISTS alone races between first connections
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('stenograph schema'))")
-                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-                conn.execute(f"SET search_path TO {self.schema}")
+                schema = self._psycopg.sql.Identifier(self.schema)
+                conn.execute(self._psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+                conn.execute(self._psycopg.sql.SQL("SET search_path TO {}").format(schema))
                 conn.execute(SCHEMA)
         except BaseException:
             conn.close()  # not left open on the server until the error is collected
