@@ -90,6 +90,7 @@ class Session:
         self.lease_seconds, self.wait_seconds = lease_seconds, wait_seconds
         self._owner = new_owner()
         self._lease: Lease | None = None
+        self._lease_at = 0.0  # when the lease was taken or last extended (monotonic)
         self._position = 0  # the journal position this session has applied up to
         self._state_version = 0
         self._host_known = 0  # entries the host was shown at the end of the last call
@@ -128,14 +129,15 @@ class Session:
             if self._store is None:
                 return
             if self._lease is not None:
-                if renew:
-                    self._renew()
+                if renew or time.monotonic() - self._lease_at > self.lease_seconds / 2:
+                    self._renew()  # at pre-call, and after a long model call
                 return
             from ..stores.base import CALL, acquire_wait
 
             self._lease = acquire_wait(
                 self._store, CALL, self._owner, self.lease_seconds, self.wait_seconds
             )
+            self._lease_at = time.monotonic()
             self._catch_up()
 
     def release(self) -> None:
@@ -549,7 +551,7 @@ class Session:
         batch, self._batch = self._batch or [], None
         if self._store is None:
             return
-        from ..stores.base import CallEnd
+        from ..stores.base import CallEnd, LeaseLost
 
         with self._state_lock:
             changed = _without_seen(self._state) != _without_seen(self._saved_state)
@@ -558,8 +560,8 @@ class Session:
                 state = self._state if changed else None
                 end = CallEnd(records, lines, state, self._state_version, self._lease)
                 before, after, version = self._store.commit(end)
-            except BaseException:
-                self._undo(batch)
+            except BaseException as exc:
+                self._undo(batch, refused=isinstance(exc, LeaseLost))
                 raise
             self._lease = None  # released by the commit
             if changed:
@@ -567,27 +569,31 @@ class Session:
                 self._saved_state = copy.deepcopy(self._state)
         self._moved(before, after)
 
-    def _undo(self, batch: list[tuple[dict[str, Any], bytes]]) -> None:
+    def _undo(self, batch: list[tuple[dict[str, Any], bytes]], refused: bool) -> None:
         """A batch that was not stored: the entries it added leave the history again
-        (all or nothing, as an append)."""
+        (all or nothing, as an append). ``refused``: fencing refused it, so nothing of it
+        was stored, whatever other workers stored meanwhile."""
         added = {r["entry"]["uuid"] for r, _ in batch if r.get("op") == "append"}
-        if not added or self._store is None or self._store.position() != self._position:
-            return  # nothing to take back, or the records were stored before the failure
+        if not added or self._store is None:
+            return
+        if not refused and self._store.position() != self._position:
+            return  # the records were stored before the failure
         keep = next(i for i, e in enumerate(self.history.entries) if e.uuid in added)
         self._rebuild(self.history.entries[:keep])
         self._host_known = min(self._host_known, keep)
 
     def _renew(self) -> None:
-        """Extend the lease held; one taken over meanwhile is lost."""
+        """Extend the lease held (taken up again when it expired during a long model call
+        and nobody took it meanwhile); one another worker held since is lost."""
         from ..stores.base import lease_lost
-        from ..stores.renewal import extend
+        from ..stores.renewal import resume
 
         assert self._store is not None and self._lease is not None
-        renewed = extend(self._store, self._lease, self.lease_seconds)
+        renewed = resume(self._store, self._lease, self.lease_seconds)
         if renewed is None:
             lease, self._lease = self._lease, None
             raise lease_lost(lease, self._store.location, "another worker took the lease over")
-        self._lease = renewed
+        self._lease, self._lease_at = renewed, time.monotonic()
 
     def _catch_up(self) -> None:
         """Apply what was stored since this session last looked (journal, then state)."""

@@ -32,6 +32,18 @@ def extend(storage: SessionStorage, lease: Lease, seconds: float) -> Lease | Non
     return None
 
 
+def resume(storage: SessionStorage, lease: Lease, seconds: float) -> Lease | None:
+    """``lease`` extended, or taken up again when it expired with nobody taking it
+    meanwhile (the next epoch, as every other worker's take would have raised it further);
+    None when another worker held it since (the lease taken anew is given back at once)."""
+    renewed = storage.acquire(lease.kind, lease.owner, seconds)
+    if renewed is not None and renewed.epoch in (lease.epoch, lease.epoch + 1):
+        return renewed
+    if renewed is not None:
+        storage.release(renewed)
+    return None
+
+
 class Renewal:
     """Extends ``lease`` on ``storage`` by ``seconds`` at each :meth:`renew`."""
 
