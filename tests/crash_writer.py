@@ -7,7 +7,7 @@ Modes (``python crash_writer.py MODE ARGS``):
     A fork server for the notes file at ``PATH``. It imports stenograph and builds the
     versions once, prints ``ready``, then for every ``run`` line on stdin forks a worker
     that replaces the file with version after version (``pid N``, then ``writing K`` /
-    ``wrote K`` around each ``MemoryFile.replace``) until it is killed; the server reaps
+    ``wrote K`` around each ``NotesFile.replace``) until it is killed; the server reaps
     it and prints ``exited PID STATUS`` (the raw ``waitpid`` status).
 ``journal-server STATE_DIR``
     The same for the session journal: ``run SESSION_ID`` forks a worker that opens the
@@ -35,10 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stenograph.handlers.forked_extraction import memory_file
-from stenograph.handlers.forked_extraction.memory_file import MemoryFile, NotesConflict
+from stenograph.engine.notes import NotesConflict
+from stenograph.handlers import forked_extraction
+from stenograph.stores.notes_file import NotesFile
 
-TEMPLATE = Path(memory_file.__file__).with_name("template.md").read_text(encoding="utf-8")
+TEMPLATE = Path(forked_extraction.__file__).with_name("template.md").read_text(encoding="utf-8")
 VERSION_SIZES = (50_000, 120_000, 210_000, 300_000)
 JOURNAL_SIZES = (120, 2_000, 9_000, 40_000, 150_000)
 WORKER_SECONDS = 5.0
@@ -86,7 +87,7 @@ def version_of(text: str) -> int | None:
 
 def notes_worker(path: Path) -> None:
     """Replace the file with the next version, over and over, until killed."""
-    memory = MemoryFile(path, TEMPLATE, max_chars=1_000_000)  # versions up to 300 KB
+    memory = NotesFile(path, TEMPLATE, max_chars=1_000_000)  # versions up to 300 KB
     say(f"pid {os.getpid()}")
     text = memory.read()
     current = version_of(text)
@@ -165,7 +166,7 @@ def with_line(text: str, line: str) -> str:
 
 def cas_client(path: Path, name: str) -> None:
     """Serve ``read`` / ``replace LINE`` / ``append COUNT`` commands from stdin."""
-    memory = MemoryFile(path, TEMPLATE, max_chars=1_000_000)  # versions up to 300 KB
+    memory = NotesFile(path, TEMPLATE, max_chars=1_000_000)  # versions up to 300 KB
     seen = ""
     say("ready")
     for command in sys.stdin:
@@ -185,7 +186,7 @@ def cas_client(path: Path, name: str) -> None:
             raise ValueError(f"unknown command {command!r}")
 
 
-def append_lines(memory: MemoryFile, name: str, count: int) -> int:
+def append_lines(memory: NotesFile, name: str, count: int) -> int:
     """Add ``name i`` for each i < count by read -> edit -> replace, retrying on conflict;
     returns how many conflicts were met."""
     conflicts = 0

@@ -10,16 +10,12 @@ import pytest
 from conftest import DEMO, real_transcripts
 
 import stenograph
+from stenograph.engine.notes import NotesConflict, NotesRejected, headings
 from stenograph.handlers.forked_extraction import ForkedExtraction
 from stenograph.handlers.forked_extraction.gate import Workspace, edit_tool_of
-from stenograph.handlers.forked_extraction.memory_file import (
-    MemoryFile,
-    NotesConflict,
-    NotesRejected,
-    headings,
-)
 from stenograph.integrations.transcripts import read_transcript
 from stenograph.replay import replay
+from stenograph.stores.notes_file import NotesFile
 
 TEMPLATE = ForkedExtraction(ForkedExtraction.Settings()).template
 HEADINGS = headings(TEMPLATE)
@@ -45,7 +41,7 @@ def test_template_has_the_ten_sections_each_with_a_description():
 
 
 def test_memory_file_is_created_once_private(tmp_path):
-    memory = MemoryFile(tmp_path / "s" / "session-memory.md", TEMPLATE)
+    memory = NotesFile(tmp_path / "s" / "session-memory.md", TEMPLATE)
     assert memory.ensure() is True and memory.ensure() is False
     assert stat.S_IMODE(memory.path.stat().st_mode) == 0o600
     assert stat.S_IMODE(memory.path.parent.stat().st_mode) == 0o700
@@ -53,7 +49,7 @@ def test_memory_file_is_created_once_private(tmp_path):
 
 
 def test_compare_and_swap_and_heading_check(tmp_path):
-    memory = MemoryFile(tmp_path / "m.md", TEMPLATE)
+    memory = NotesFile(tmp_path / "m.md", TEMPLATE)
     memory.ensure()
     new = TEMPLATE.replace("# Worklog\n", "# Worklog\n- did a thing\n")
     memory.replace(TEMPLATE, new)

@@ -28,7 +28,7 @@ import pytest
 from crash_writer import TEMPLATE, journal_message, version_of, versions, with_line
 
 import stenograph
-from stenograph.handlers.forked_extraction.memory_file import MemoryFile
+from stenograph.stores.notes_file import NotesFile
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork and flock")
 
@@ -168,7 +168,7 @@ def kill_position(killed: Killed, before: int, after: int, new_temps: int) -> st
     return "in replace, before the temp file (lock / compare)"
 
 
-def check_whole_version(memory: MemoryFile, killed: Killed, before: int, where: str) -> int:
+def check_whole_version(memory: NotesFile, killed: Killed, before: int, where: str) -> int:
     """The file is exactly the version it held before the cut write or the one being
     written (never empty, truncated or mixed); returns that version."""
     text = memory.read()
@@ -181,7 +181,7 @@ def check_whole_version(memory: MemoryFile, killed: Killed, before: int, where: 
     return found
 
 
-def check_fresh_replace(memory: MemoryFile, current: int, rng: random.Random, where: str) -> int:
+def check_fresh_replace(memory: NotesFile, current: int, rng: random.Random, where: str) -> int:
     """From this (another) process: the lock is free, ``read`` works and a new ``replace``
     succeeds; returns the version written."""
     with open(memory.path.with_name(memory.path.name + ".lock"), "a") as lock:
@@ -223,7 +223,7 @@ def test_notes_file_survives_sigkill_during_replace(
 ) -> None:
     """A SIGKILL at a random moment of a stream of replaces leaves one whole version, and
     the file stays usable (read, replace) from another process."""
-    memory = MemoryFile(tmp_path / "notes" / "session-memory.md", TEMPLATE, max_chars=1_000_000)
+    memory = NotesFile(tmp_path / "notes" / "session-memory.md", TEMPLATE, max_chars=1_000_000)
     assert memory.ensure()
     assert stat.S_IMODE(memory.path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(memory.path.stat().st_mode) == 0o600
@@ -258,7 +258,7 @@ def test_notes_file_survives_sigkill_during_replace(
 # 2. compare-and-swap across processes --------------------------------------------------
 
 
-def cas_round(a: Child, b: Child, memory: MemoryFile, r: int) -> str:
+def cas_round(a: Child, b: Child, memory: NotesFile, r: int) -> str:
     """Both clients read the same file, then both replace it at once: exactly one wins and
     the file is its edit. Returns the winner's name."""
     a.send("read")
@@ -276,7 +276,7 @@ def cas_round(a: Child, b: Child, memory: MemoryFile, r: int) -> str:
 
 def test_compare_and_swap_across_processes(tmp_path: Path, children: list[Child]) -> None:
     """Two processes racing on the notes file: one winner per round, no update lost."""
-    memory = MemoryFile(tmp_path / "notes" / "session-memory.md", TEMPLATE, max_chars=1_000_000)
+    memory = NotesFile(tmp_path / "notes" / "session-memory.md", TEMPLATE, max_chars=1_000_000)
     memory.ensure()
     a = Child("cas", str(memory.path), "A")
     b = Child("cas", str(memory.path), "B")

@@ -10,13 +10,10 @@ import pytest
 from helpers import text_reply
 
 import stenograph
+from stenograph.engine.notes import NotesUnreadable, read_notes
 from stenograph.handlers.forked_extraction import ForkedExtraction
 from stenograph.handlers.forked_extraction.gate import Workspace
-from stenograph.handlers.forked_extraction.memory_file import (
-    MemoryFile,
-    NotesUnreadable,
-    read_notes,
-)
+from stenograph.stores.notes_file import NotesFile
 
 TEMPLATE = ForkedExtraction(ForkedExtraction.Settings()).template
 
@@ -75,12 +72,12 @@ def test_notes_are_never_read_through_a_symbolic_link(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(NotesUnreadable, match="not a regular file"):
         read_notes(fifo)  # and no hang
-    assert MemoryFile(link, TEMPLATE).ensure() is False and secret.read_text().endswith("2\n")
+    assert NotesFile(link, TEMPLATE).ensure() is False and secret.read_text().endswith("2\n")
 
 
 def test_a_planted_lock_link_creates_nothing_outside_the_folder(tmp_path):
     folder = tmp_path / "session"
-    memory = MemoryFile(folder / "session-memory.md", TEMPLATE)
+    memory = NotesFile(folder / "session-memory.md", TEMPLATE)
     memory.ensure()
     outside = tmp_path / "outside.txt"
     (folder / "session-memory.md.lock").symlink_to(outside)

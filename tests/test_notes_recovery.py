@@ -11,7 +11,7 @@ from helpers import text_reply
 
 import stenograph
 from stenograph import CompactionSkipped, ExtractionFailed, ExtractionFinished
-from stenograph.handlers.forked_extraction import memory_file
+from stenograph.stores import notes_file
 
 
 def preset(tmp_path) -> str:
@@ -44,13 +44,13 @@ def break_with(kind: str, notes, monkeypatch) -> None:
     if kind == "bad bytes":
         notes.write_bytes(b"# Session Title\n\xff\xfe caf\xe9\n")
     elif kind == "enospc at the write":
-        monkeypatch.setattr(memory_file, "atomic_write", raising(errno.ENOSPC))
+        monkeypatch.setattr(notes_file, "atomic_write", raising(errno.ENOSPC))
         monkeypatch.setattr(
-            memory_file, "tempfile", types.SimpleNamespace(mkstemp=raising(errno.ENOSPC))
+            notes_file, "tempfile", types.SimpleNamespace(mkstemp=raising(errno.ENOSPC))
         )
     elif kind in ("read-only folder", "permission denied"):
         code = errno.EROFS if kind == "read-only folder" else errno.EACCES
-        monkeypatch.setattr(memory_file, "tempfile", types.SimpleNamespace(mkstemp=raising(code)))
+        monkeypatch.setattr(notes_file, "tempfile", types.SimpleNamespace(mkstemp=raising(code)))
         notes.unlink(missing_ok=True)  # the first create fails
     elif kind == "symlink":
         secret = notes.parent.parent / "secret.txt"
@@ -110,13 +110,13 @@ def test_temp_files_of_a_killed_writer_are_removed_at_open_and_not_written_again
     session = engine.open_session("k", state_dir=tmp_path)
     assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
     made = []
-    real = memory_file.tempfile.mkstemp
+    real = notes_file.tempfile.mkstemp
 
     def mkstemp(*args, **kwargs):
         made.append(kwargs.get("suffix"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(memory_file.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(notes_file.tempfile, "mkstemp", mkstemp)
     turn(session, 1)
     assert ".new" not in made and ".tmp" in made  # notes replaced; no template copy made
     session.close()

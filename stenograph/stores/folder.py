@@ -281,9 +281,9 @@ class FileNotes:
         storage: FolderStorage | None = None,
         max_chars: int = MAX_NOTES_CHARS,
     ) -> None:
-        from ..handlers.forked_extraction.memory_file import MemoryFile
+        from .notes_file import NotesFile
 
-        self.memory = MemoryFile(path, template, max_chars)
+        self.memory = NotesFile(path, template, max_chars)
         self.label = str(path)
         self._storage = storage
 

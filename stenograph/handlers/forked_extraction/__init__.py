@@ -34,11 +34,11 @@ from ...engine.notes import MAX_NOTES_CHARS, NotesUnreadable
 from ...engine.session import Session
 from ...engine.settings import HandlerSettings
 from ...engine.state import StateKey
+from ...stores.notes_file import NotesFile
 from .desk import ExtractionDesk
 from .events import ExtractionFailed, ExtractionFinished, ExtractionStarted, ToolCallRefused
 from .fork import ForkContext
 from .job import Job, Outcome, job_settings, run_job
-from .memory_file import MemoryFile
 from .offline import Facts, offline_notes
 
 log = logging.getLogger("stenograph.handlers.forked_extraction")
@@ -193,9 +193,9 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def memory_file(self, session: Session) -> MemoryFile:
+    def memory_file(self, session: Session) -> NotesFile:
         """The notes file of ``session``."""
-        return MemoryFile(self._path(session), self.template, self.settings.max_notes_chars)
+        return NotesFile(self._path(session), self.template, self.settings.max_notes_chars)
 
     # the worker ------------------------------------------------------------------------
 

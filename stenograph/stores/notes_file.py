@@ -1,5 +1,6 @@
-"""The session-memory file: created once from a template, replaced atomically and only
-if nobody changed it meanwhile (compare-and-swap)."""
+"""A notes file (the session-memory file of the folder store and of in-memory sessions):
+created once from a template, replaced atomically and only if nobody changed it meanwhile
+(compare-and-swap)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,18 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ...engine.files import atomic_write, fsync_dir, private_dir, remove_temp_files
-from ...engine.notes import (  # the notes contract, shared with the stores and handlers
+from ..engine.files import atomic_write, fsync_dir, private_dir, remove_temp_files
+from ..engine.notes import (
     MAX_NOTES_CHARS,
     NotesConflict,
-    NotesRejected,
     NotesUnreadable,
     check_headings,
     headings,
     read_notes,
 )
 
-__all__ = ["MemoryFile", "NotesConflict", "NotesRejected"]
 
-
-class MemoryFile:
+class NotesFile:
     """One notes file; ``template`` lists the headings every version must keep."""
 
     def __init__(self, path: Path, template: str, max_chars: int = MAX_NOTES_CHARS) -> None:
