@@ -42,7 +42,11 @@ def test_a_response_after_the_lease_expired_is_kept(engine, store_url):
     again.close()
 
 
-def test_a_response_after_another_worker_went_ahead_is_refused(engine, store_url):
+def overtaken(
+    engine: stenograph.Engine, store_url: str
+) -> tuple[stenograph.Session, stenograph.Session]:
+    """A session whose model call outlasted its lease while another worker took the lease
+    and appended to the session (the journal moved on); both sessions."""
     slow = engine.open_session("raced", store=store_url, lease_seconds=LEASE)
     slow.append({"role": "user", "content": "first question"})
     slow.pre_call(model="m")
@@ -50,6 +54,11 @@ def test_a_response_after_another_worker_went_ahead_is_refused(engine, store_url
     other = engine.open_session("raced", store=store_url, lease_seconds=5.0)
     other.append({"role": "user", "content": "another question"})  # takes the expired lease
     other.release()
+    return slow, other
+
+
+def test_a_response_after_another_worker_went_ahead_is_refused(engine, store_url):
+    slow, other = overtaken(engine, store_url)
     with pytest.raises(LeaseLost, match="another worker"):
         slow.post_sampling({"role": "assistant", "content": "a late answer"})
     assert [e.content for e in slow.history] == ["first question"]
@@ -58,13 +67,7 @@ def test_a_response_after_another_worker_went_ahead_is_refused(engine, store_url
 
 
 def test_a_commit_refused_by_fencing_leaves_nothing_behind(engine, store_url):
-    slow = engine.open_session("fenced", store=store_url, lease_seconds=LEASE)
-    slow.append({"role": "user", "content": "first question"})
-    slow.pre_call(model="m")
-    time.sleep(LEASE * 2)
-    other = engine.open_session("fenced", store=store_url, lease_seconds=5.0)
-    other.append({"role": "user", "content": "another question"})  # the journal moved on
-    other.release()
+    slow, other = overtaken(engine, store_url)
     slow._lease_at = time.monotonic()  # as if renewed just before the lease was lost
     with pytest.raises(LeaseLost, match="write refused"):
         slow.post_sampling({"role": "assistant", "content": "a late answer"})

@@ -586,10 +586,10 @@ class Session:
         """Extend the lease held (taken up again when it expired during a long model call
         and nobody took it meanwhile); one another worker held since is lost."""
         from ..stores.base import lease_lost
-        from ..stores.renewal import resume
+        from ..stores.renewal import extend
 
         assert self._store is not None and self._lease is not None
-        renewed = resume(self._store, self._lease, self.lease_seconds)
+        renewed = extend(self._store, self._lease, self.lease_seconds, retake=True)
         if renewed is None:
             lease, self._lease = self._lease, None
             raise lease_lost(lease, self._store.location, "another worker took the lease over")

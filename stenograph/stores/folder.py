@@ -30,6 +30,7 @@ from .base import (
     untaken,
     yields_to,
 )
+from .notes_file import NotesFile
 
 STATE_VERSION_KEY = "stateVersion"
 
@@ -281,8 +282,6 @@ class FileNotes:
         storage: FolderStorage | None = None,
         max_chars: int = MAX_NOTES_CHARS,
     ) -> None:
-        from .notes_file import NotesFile
-
         self.memory = NotesFile(path, template, max_chars)
         self.label = str(path)
         self._storage = storage

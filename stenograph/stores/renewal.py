@@ -21,23 +21,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("stenograph.stores.renewal")
 
 
-def extend(storage: SessionStorage, lease: Lease, seconds: float) -> Lease | None:
+def extend(
+    storage: SessionStorage, lease: Lease, seconds: float, retake: bool = False
+) -> Lease | None:
     """``lease`` extended by ``seconds`` (the same owner keeps its epoch), or None when it
-    was lost: a lease taken anew after it expired is another epoch, given back at once."""
+    was lost (a lease taken anew is given back at once). ``retake``: one that expired with
+    nobody taking it meanwhile is taken up again, at the next epoch (every other worker's
+    take would have raised it further); its holder writes under the returned lease."""
     renewed = storage.acquire(lease.kind, lease.owner, seconds)
-    if renewed is not None and renewed.epoch == lease.epoch:
-        return renewed
-    if renewed is not None:
-        storage.release(renewed)
-    return None
-
-
-def resume(storage: SessionStorage, lease: Lease, seconds: float) -> Lease | None:
-    """``lease`` extended, or taken up again when it expired with nobody taking it
-    meanwhile (the next epoch, as every other worker's take would have raised it further);
-    None when another worker held it since (the lease taken anew is given back at once)."""
-    renewed = storage.acquire(lease.kind, lease.owner, seconds)
-    if renewed is not None and renewed.epoch in (lease.epoch, lease.epoch + 1):
+    kept = (lease.epoch, lease.epoch + 1) if retake else (lease.epoch,)
+    if renewed is not None and renewed.epoch in kept:
         return renewed
     if renewed is not None:
         storage.release(renewed)
