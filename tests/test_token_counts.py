@@ -182,3 +182,56 @@ def test_a_call_hands_the_background_its_counts_once_the_request_is_out(monkeypa
         session.wait_for_background()
         woken.clear()
     assert all(e.tokens >= 0 for e in session.history)
+
+
+def usage_reply(n: int) -> dict:
+    """A text reply carrying the usage the API reports."""
+    usage = {"input_tokens": 100 + n, "output_tokens": 5}
+    return {"role": "assistant", "content": [{"type": "text", "text": f"ok {n}"}], "usage": usage}
+
+
+def test_counts_are_handed_over_in_batches_when_responses_report_usage(monkeypatch):
+    from stenograph.engine import background
+    from stenograph.engine.session import COUNT_BATCH
+
+    session, clock = open_session("inactivity-only")
+    session.wait_for_background()
+    woken: list[str] = []
+    run = background.POOL.run
+    monkeypatch.setattr(background.POOL, "run", lambda task: (woken.append("run"), run(task)))
+    calls = 4 * COUNT_BATCH
+    for n in range(calls):
+        session.append({"role": "user", "content": "go on " * 50})
+        session.pre_call(model="m")
+        session.wait_for_background(batched=False)  # the model call: what was started runs
+        session.post_sampling(usage_reply(n))
+    # two entries a call; one wake for each batch of COUNT_BATCH entries
+    assert len(woken) == 2 * calls // COUNT_BATCH
+    uncounted = [e for e in session.history if e.tokens < 0]
+    assert 0 < len(uncounted) <= COUNT_BATCH
+    assert session.wait_for_background()  # counts what waits for its batch
+    assert all(e.tokens >= 0 for e in session.history)
+
+
+def test_a_batch_left_waiting_at_a_pause_is_estimated_then_corrected(spy):
+    from stenograph.engine.session import COUNT_BATCH
+
+    session, clock = open_session("inactivity-only")
+    run_tool_calls(session, clock, COUNT_BATCH)
+    session.pre_call(model="m")
+    session.post_sampling(usage_reply(0))
+    session.wait_for_background()
+    run_tool_calls(session, clock, 2)  # fewer entries than a batch, each reply with usage
+    session.pre_call(model="m")
+    session.post_sampling(usage_reply(1))
+    session.wait_for_background(batched=False)
+    assert any(e.tokens < 0 for e in session.history)
+    spy.calls.clear()
+    clock.advance(600)
+    session.append({"role": "user", "content": "And now?"})
+    session.pre_call(model="m")
+    assert not spy.on_host()
+    assert session.wait_for_background()
+    event = memorized_event(session)
+    assert not event.estimated
+    assert event.tokens_saved == exact_saving(session, event.uuids)

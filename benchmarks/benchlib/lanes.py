@@ -153,8 +153,9 @@ class SessionLane(Lane):
         return user, assistant
 
     def settle(self) -> None:
-        """Let background work finish before the call (untimed)."""
-        self.session.wait_for_background()
+        """Let the background work already handed over finish (untimed); counts waiting
+        for their batch stay queued, as they would through a model call."""
+        self.session.wait_for_background(batched=False)
 
     def run(self, turn: tuple[dict[str, Any], dict[str, Any]]) -> int:
         """append + pre_call, then (untimed: the model call, during which the background

@@ -98,9 +98,12 @@ class Worker:
             self._active = True
         self._pool.run(self._drain)
 
-    def wait(self, timeout: float) -> bool:
-        """Run what is queued and wait until no job is queued or running; True when idle."""
-        self.kick()
+    def wait(self, timeout: float, start: bool = True) -> bool:
+        """Run what is queued and wait until no job is queued or running; True when idle.
+        ``start`` False: jobs waiting for a kick are left queued (and True means only that
+        nothing runs)."""
+        if start:
+            self.kick()
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
             while self._active:

@@ -84,11 +84,14 @@ class Entry:
         """The full Anthropic message, as the host appended it."""
         return {"role": self.role, "content": self.content}
 
-    def to_record(self) -> dict[str, Any]:
-        """A JSON-safe dict for the session journal."""
+    def to_record(self, formatted: bool = True) -> dict[str, Any]:
+        """A JSON-safe dict for the session journal. ``formatted`` False (what an in-memory
+        session checks): a timestamp well inside the journal's range stays a number."""
         record: dict[str, Any] = {"role": self.role, "content": self.content, "uuid": self.uuid}
-        if self.timestamp is not None:
-            record["timestamp"] = format_timestamp(self.timestamp)
+        stamp = self.timestamp
+        if stamp is not None:
+            surely = not formatted and _SURELY_IN_RANGE[0] < stamp < _SURELY_IN_RANGE[1]
+            record["timestamp"] = stamp if surely else format_timestamp(stamp)
         if self.usage:
             record["usage"] = self.usage
         if self._meta:

@@ -42,6 +42,7 @@ WAIT_SECONDS = 30.0
 log = logging.getLogger("stenograph.engine.session")
 CLOSE_WAIT_SECONDS = 15.0
 COUNTS = "counts"  # the background worker counting tokens as entries arrive
+COUNT_BATCH = 8  # entries whose counting waits to be handed over together (see ``pre_call``)
 
 
 class Session:
@@ -98,6 +99,7 @@ class Session:
         self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
         self._background = {COUNTS: Worker(f"stenograph-{self.id}-{COUNTS}")}
+        self._uncounted = 0  # entries queued for counting since the worker was last started
         self._state: dict[str, Any] = {"handlers": {}}
         self.stash = Stash()  # live per-session values under typed keys, never saved
         self._closed = False
@@ -252,7 +254,7 @@ class Session:
                 request = self.last_request = self._request(call)
             self._state["seen"] = len(self.history)
             self._save_state_if_changed()
-            self._background[COUNTS].kick()  # the new entries are counted during the model call
+            self._hand_over_counts()
             return cast(Request, request)
 
     def post_sampling(self, response: Any) -> Entry:
@@ -299,10 +301,15 @@ class Session:
 
         return await asyncio.to_thread(function, *args, **kwargs)
 
-    def wait_for_background(self, timeout: float = 15.0) -> bool:
-        """Wait up to ``timeout`` seconds for background work; True when none is left."""
+    def wait_for_background(self, timeout: float = 15.0, *, batched: bool = True) -> bool:
+        """Wait up to ``timeout`` seconds for background work; True when none is left.
+        ``batched`` False: counts still waiting for their batch stay queued, and only the
+        work already started is waited for (what a model call's latency lets run)."""
         deadline = time.monotonic() + max(0.0, timeout)
-        return all(w.wait(deadline - time.monotonic()) for w in list(self._background.values()))
+        return all(
+            w.wait(deadline - time.monotonic(), start=batched)
+            for w in list(self._background.values())
+        )
 
     def close(self, timeout: float = CLOSE_WAIT_SECONDS) -> None:
         """Wait (bounded) for background work, run ``session_closing``, save the state."""
@@ -471,10 +478,11 @@ class Session:
             raise EntryError(
                 f"uuid {entry.uuid!r}: an entry with this uuid is already in the history"
             )
-        record = {"op": "append", "entry": entry.to_record()}
         if self._store is None:
+            record = {"op": "append", "entry": entry.to_record(formatted=False)}
             check_json(record)
             return record, b""
+        record = {"op": "append", "entry": entry.to_record()}
         return record, encode_record(record)
 
     def _commit(self, entry: Entry, checked: tuple[dict[str, Any], bytes]) -> None:
@@ -484,8 +492,18 @@ class Session:
         self._host_known = len(self.history)
         if entry.content:  # counted once the request is out (see ``pre_call``)
             self._background[COUNTS].submit(functools.partial(self.history.count, entry), False)
+            self._uncounted += 1
         if entry.role == "assistant":
             self._last_response = entry
+
+    def _hand_over_counts(self) -> None:
+        """Start counting the queued entries during the model call, once a batch of them
+        waits (one thread wake per batch, not per call), or at once when the newest
+        response reported no usage: the context size then needs the counts."""
+        last = self._last_response
+        if self._uncounted >= COUNT_BATCH or last is None or not last.usage:
+            self._uncounted = 0
+            self._background[COUNTS].kick()
 
     def _adopt(self, edits: dict[int, dict[str, Any]]) -> list[Entry]:
         """Give entries the host's new content (checked and persisted first, then applied)."""

@@ -61,24 +61,33 @@ def check_json(record: dict[str, Any]) -> None:
 
 def _is_json(value: Any, depth: int) -> bool:
     """Whether ``json.dumps`` (no NaN) and UTF-8 take ``value``; False when unsure. Exact
-    types only (a subclass, a tuple, a key that is not a string: unsure)."""
+    types only (a subclass, a tuple, a key that is not a string: unsure). Text, the usual
+    item, is checked in the loop rather than by a call per item."""
     kind = type(value)
-    if kind is str:
+    if kind is dict:
+        for key in value:
+            if type(key) is not str or not (key.isascii() or _is_utf8(key)):
+                return False
+        items: Any = value.values()
+    elif kind is list:
+        items = value
+    elif kind is str:
         return value.isascii() or _is_utf8(value)
+    elif kind is int:
+        return bool(-_BIGGEST_INT < value < _BIGGEST_INT)
+    elif kind is float:
+        return math.isfinite(value)
+    else:
+        return value is None or kind is bool
     if depth > MAX_JSON_DEPTH:
         return False
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or not _is_json(key, depth) or not _is_json(item, depth + 1):
+    for item in items:
+        if type(item) is str:
+            if not (item.isascii() or _is_utf8(item)):
                 return False
-        return True
-    if kind is list:
-        return all(_is_json(item, depth + 1) for item in value)
-    if kind is int:
-        return bool(-_BIGGEST_INT < value < _BIGGEST_INT)
-    if kind is float:
-        return math.isfinite(value)
-    return value is None or kind is bool
+        elif not _is_json(item, depth + 1):
+            return False
+    return True
 
 
 def _is_utf8(text: str) -> bool:
