@@ -154,11 +154,15 @@ def _replay_one(
     clock = ManualClock(_first_time(transcript))
     if isinstance(kept, Store):
         kept.delete(session_id)
-        session = engine.open_session(session_id, store=kept, clock=clock, on_event=on_event)
+        session = engine.open_session(
+            session_id, store=kept, clock=clock, on_event=on_event, max_events=None
+        )
     else:
         if kept is not None:
             shutil.rmtree(Path(kept) / session_id, ignore_errors=True)
-        session = engine.open_session(session_id, state_dir=kept, clock=clock, on_event=on_event)
+        session = engine.open_session(
+            session_id, state_dir=kept, clock=clock, on_event=on_event, max_events=None
+        )
     report.ledger.new_conversation()
     if report.session_folder is None and session.folder is not None:
         report.session_folder = str(session.folder)

@@ -21,7 +21,7 @@ from .events import Event, HandlerFailed
 from .handler import Handler
 from .hooks import check_hook
 from .presets import Preset, SlotSpec, load_preset
-from .session import LEASE_SECONDS, WAIT_SECONDS, Session
+from .session import LEASE_SECONDS, MAX_EVENTS, WAIT_SECONDS, Session
 from .settings import ResolvedSettings, SettingsResolver, env_prefix, env_warnings
 from .state import HandlerState, StateKey
 from .telemetry import Telemetry
@@ -128,6 +128,7 @@ class Engine:
         store: str | Path | Store | None = None,
         lease_seconds: float = LEASE_SECONDS,
         wait_seconds: float = WAIT_SECONDS,
+        max_events: int | None = MAX_EVENTS,
     ) -> Session:
         """Open (or reopen, with its saved history and state) the session ``session_id``.
         ``store`` is a store URL (``file:DIR``, ``sqlite:///path.db``, ``postgresql://…``,
@@ -136,7 +137,8 @@ class Engine:
         session's lease for up to ``lease_seconds``; another worker waits up to
         ``wait_seconds`` for it, then gets ``SessionBusy``. ``services`` add to the
         engine's; ``on_event`` is called with every event as it is recorded (on the thread
-        that records it)."""
+        that records it); ``session.events`` keeps the newest ``max_events`` of them
+        (``None``: every one)."""
         return Session(
             self,
             session_id,
@@ -147,6 +149,7 @@ class Engine:
             store=store,
             lease_seconds=lease_seconds,
             wait_seconds=wait_seconds,
+            max_events=max_events,
         )
 
     def implements(self, hook_name: str) -> bool:

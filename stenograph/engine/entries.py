@@ -27,8 +27,8 @@ class Entry:
     """One message of the history. ``content`` is never changed after append. ``tokens``
     (tiktoken estimate of ``content``) and ``reduced`` (of its usual memorized form) are -1
     until counted; ``placeholders``: the texts that form sends for its tool results, made
-    with the counts; ``render`` holds what is sent when it is not ``content``; ``cache``
-    (other counts) is made on first use."""
+    with the counts (a string when there is one); ``render`` holds what is sent when it is
+    not ``content``; ``cache`` (other counts) is made on first use."""
 
     role: str
     content: str | list[dict[str, Any]]
@@ -44,7 +44,7 @@ class Entry:
     tool_result_ids: tuple[str, ...] = ()
     tokens: int = field(default=-1, repr=False)
     reduced: int = field(default=-1, repr=False)
-    placeholders: tuple[str, ...] | None = field(default=None, repr=False)
+    placeholders: str | tuple[str, ...] | None = field(default=None, repr=False)
     render: str | list[dict[str, Any]] | None = field(default=None, repr=False)
     cache: dict[Any, Any] | None = field(default=None, repr=False)
 
@@ -58,6 +58,23 @@ class Entry:
     @meta.setter
     def meta(self, value: dict[str, Any]) -> None:
         self._meta = value
+
+    # the request guard's view of a message that is this entry alone (``guard.IdsView``)
+
+    @property
+    def uses(self) -> tuple[str, ...]:
+        """The tool_use ids of the message (as ``MessageIds.uses``)."""
+        return self.tool_use_ids
+
+    @property
+    def results(self) -> tuple[str, ...]:
+        """The tool_result ids of the message (as ``MessageIds.results``)."""
+        return self.tool_result_ids
+
+    @property
+    def content_problems(self) -> tuple[str, ...]:
+        """Always empty: a message with content problems keeps its own ``MessageIds``."""
+        return ()
 
     @property
     def has_tools(self) -> bool:

@@ -11,7 +11,7 @@ request (``History.request_problems``), checking only the messages that changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 ROLES = ("user", "assistant")
 THINKING = ("thinking", "redacted_thinking")
@@ -25,6 +25,20 @@ class MessageIds(NamedTuple):
     uses: tuple[Any, ...]
     results: tuple[Any, ...]
     content_problems: tuple[str, ...] = ()
+
+
+class IdsView(Protocol):
+    """What the guard reads of a request message: its ``MessageIds``, or the history's
+    entry when the message is that entry alone and says the same (nothing more kept)."""
+
+    @property
+    def role(self) -> Any: ...
+    @property
+    def uses(self) -> tuple[Any, ...]: ...
+    @property
+    def results(self) -> tuple[Any, ...]: ...
+    @property
+    def content_problems(self) -> tuple[str, ...]: ...
 
 
 def message_ids(message: dict[str, Any]) -> MessageIds:
@@ -91,14 +105,12 @@ def check_roles(roles: Sequence[Any], offset: int = 0) -> list[str]:
     return problems
 
 
-def content_problems(
-    ids: Sequence[MessageIds], indexes: Iterable[int], offset: int = 0
-) -> list[str]:
+def content_problems(ids: Sequence[IdsView], indexes: Iterable[int], offset: int = 0) -> list[str]:
     """The content problems of the messages at ``indexes``."""
     return [f"message {offset + i}: {p}" for i in sorted(indexes) for p in ids[i].content_problems]
 
 
-def check_unique(ids: Sequence[MessageIds], offset: int = 0) -> list[str]:
+def check_unique(ids: Sequence[IdsView], offset: int = 0) -> list[str]:
     """tool_use ids used more than once in the request."""
     first: dict[Any, int] = {}
     problems = []
@@ -121,7 +133,7 @@ def thinking_blocks(content: Any) -> list[Any]:
     return [b for b in content if isinstance(b, dict) and b.get("type") in THINKING]
 
 
-def check_pairs(ids: Sequence[MessageIds], indexes: Iterable[int], offset: int = 0) -> list[str]:
+def check_pairs(ids: Sequence[IdsView], indexes: Iterable[int], offset: int = 0) -> list[str]:
     """Pairing problems around the given message indexes (each checked with its neighbours).
     A tool_use message answered in the same order, the usual case, is settled by one
     comparison."""
@@ -137,7 +149,7 @@ def check_pairs(ids: Sequence[MessageIds], indexes: Iterable[int], offset: int =
     return problems
 
 
-def _answers_in_order(previous: MessageIds | None, message: MessageIds) -> bool:
+def _answers_in_order(previous: IdsView | None, message: IdsView) -> bool:
     return (
         previous is not None
         and previous.role == "assistant"
@@ -151,7 +163,7 @@ def check_pairing(messages: Sequence[dict[str, Any]]) -> list[str]:
     return check_pairs([message_ids(m) for m in messages], range(len(messages)))
 
 
-def _check_one(ids: Sequence[MessageIds], i: int, offset: int) -> list[str]:
+def _check_one(ids: Sequence[IdsView], i: int, offset: int) -> list[str]:
     message, at = ids[i], offset + i
     if message.role == "assistant":
         if not message.uses:

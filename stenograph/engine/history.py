@@ -3,12 +3,14 @@ incrementally, and token tallies. No operation rescans the whole history per cal
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .entries import Entry
 from .guard import (
+    IdsView,
     MessageIds,
     check_pairs,
     check_roles,
@@ -62,15 +64,15 @@ class History:
         self.tool_result_entry: dict[str, Entry] = {}
         self.unmemorized_tool_entries: dict[int, Entry] = {}
         self._messages: list[dict[str, Any]] = []
-        self._ids: list[MessageIds] = []  # the request guard's view of _messages
+        self._ids: list[IdsView] = []  # the request guard's view of _messages
         self._use_counts: dict[Any, int] = {}  # tool_use ids over _messages
         self._repeated_uses = 0  # tool_use ids counted more than once
-        self._runs: list[list[Entry] | tuple[Entry]] = []  # a list once it holds two
-        self._message_of: dict[int, int] = {}
+        self._runs: list[Entry | list[Entry]] = []  # per message: its entry, or a list of two+
+        self._message_of = array("q")  # per entry index: its message (-1 or absent: none)
         self._changed: set[int] = set()
         self._anchors: dict[str, _Anchor] = {}
         self._totals: dict[str, _Totals] = {}
-        self._tool_calls = [0]
+        self._tool_calls = array("q", [0])  # tool_use blocks up to each entry (no int objects)
         self.window_start = 0
         self.preamble: list[dict[str, Any]] = []
         self._window_message = 0
@@ -161,30 +163,30 @@ class History:
         return entry.render
 
     def _place(self, entry: Entry) -> None:
-        if self._runs and self._runs[-1][0].role == entry.role:
-            run = self._runs[-1]
-            if isinstance(run, tuple):
-                run = self._runs[-1] = list(run)
-            run.append(entry)
-            self._message_of[entry.index] = len(self._runs) - 1
-            self._extend_last(entry)
+        runs, message_of = self._runs, self._message_of
+        if len(message_of) < entry.index:  # entries without content are in no message
+            message_of.extend([-1] * (entry.index - len(message_of)))
+        last = runs[-1] if runs else None
+        if last is not None and _first(last).role == entry.role:
+            if isinstance(last, Entry):
+                last = runs[-1] = [last]
+            last.append(entry)
+            message_of.append(message_of[-1])  # the message of the last entry placed
+            self._extend_last(entry, last)
             return
         index = len(self._messages)
-        self._runs.append((entry,))
-        self._message_of[entry.index] = index
+        runs.append(entry)
+        message_of.append(index)
         message = {"role": entry.role, "content": self.rendered(entry)}
         self._messages.append(message)
         self._ids.append(_NO_IDS)
-        ids = message_ids(message)
-        if ids.uses == entry.tool_use_ids and ids.results == entry.tool_result_ids:  # shared
-            ids = MessageIds(entry.role, entry.tool_use_ids, entry.tool_result_ids, ids[3])
-        self._set_ids(index, ids)
+        self._set_ids(index, _view(entry, message_ids(message)))
 
-    def _extend_last(self, entry: Entry) -> None:
-        """Add ``entry`` to the last message without re-merging its whole run (what
+    def _extend_last(self, entry: Entry, run: list[Entry]) -> None:
+        """Add ``entry`` to the last message, ``run``, without re-merging it whole (what
         ``merge_run`` would give, in O(1) Python steps), unless tool_results must move."""
         index = len(self._messages) - 1
-        if len(self._runs[-1]) <= 2:  # a one-entry message is sent as is, not merged
+        if len(run) <= 2:  # a one-entry message is sent as is, not merged
             self._rebuild(index)
             return
         old = _as_blocks(self._messages[index]["content"])
@@ -213,15 +215,26 @@ class History:
 
     def _rebuild(self, message_index: int, same_ids: bool = False) -> None:
         run = self._runs[message_index]
-        if len(run) == 1:
-            message = {"role": run[0].role, "content": self.rendered(run[0])}
+        if isinstance(run, Entry):
+            message = {"role": run.role, "content": self.rendered(run)}
         else:
             message = merge_run(run[0].role, [self.rendered(e) for e in run])
         self._messages[message_index] = message
         if not same_ids:  # the request guard checks what changed
-            self._set_ids(message_index, message_ids(message))
+            ids = message_ids(message)
+            self._set_ids(message_index, _view(run, ids) if isinstance(run, Entry) else ids)
 
-    def _set_ids(self, index: int, ids: MessageIds) -> None:
+    def _run(self, message_index: int) -> Sequence[Entry]:
+        """The entries of message ``message_index``."""
+        run = self._runs[message_index]
+        return (run,) if isinstance(run, Entry) else run
+
+    def _message(self, index: int) -> int:
+        """The message entry ``index`` is sent in (-1: none, as it has no content)."""
+        message_of = self._message_of
+        return message_of[index] if index < len(message_of) else -1
+
+    def _set_ids(self, index: int, ids: IdsView) -> None:
         """Record the guard's view of message ``index`` (tool_use ids counted)."""
         counts = self._use_counts
         for tool_id in self._ids[index].uses:
@@ -240,15 +253,16 @@ class History:
         whose entries render as before (no result to reduce) is not rebuilt."""
         rest = self._switch(entries) if memorized and not self._totals else entries
         messages = set()
-        pending, message_of = self.unmemorized_tool_entries, self._message_of
+        pending = self.unmemorized_tool_entries
         for entry in rest:
             if entry.memorized:
                 pending.pop(entry.index, None)
             if memorized and not entry.tool_result_ids and render_content_is_base(entry):
                 continue  # sent as before: nothing to drop or rebuild
             self._recount(entry)
-            if entry.index in message_of:
-                messages.add(message_of[entry.index])
+            message = self._message(entry.index)
+            if message >= 0:
+                messages.add(message)
         for message_index in sorted(messages):
             self._rebuild(message_index, same_ids=memorized)
         self._before_window.clear()
@@ -263,6 +277,7 @@ class History:
             self._runs,
             self._messages,
         )
+        placed = len(message_of)
         rest, memo, plain = [], None, False
         for entry in entries:
             if entry.memo is not memo:
@@ -275,8 +290,8 @@ class History:
             pending.pop(entry.index, None)
             if not texts:
                 continue  # no tool result: sent as before
-            index = message_of.get(entry.index, -1)
-            if index < 0 or len(runs[index]) != 1 or isinstance(entry.content, str):
+            index = message_of[entry.index] if entry.index < placed else -1
+            if index < 0 or runs[index] is not entry or isinstance(entry.content, str):
                 rest.append(entry)
                 continue
             entry.render = form = prepared_form(entry.content, texts)
@@ -349,7 +364,7 @@ class History:
         return [
             f"message {before + i}: thinking blocks of entry {entry.uuid} changed"
             for i in sorted(messages)
-            for entry in self._runs[start + i]
+            for entry in self._run(start + i)
             if entry.sent_content is not None
             and thinking_blocks(entry.sent_content) != thinking_blocks(entry.content)
         ]
@@ -362,10 +377,10 @@ class History:
         never split, a response's parts stay together, no tool call is dropped)."""
         if index == 0:
             return True
-        message = self._message_of.get(index)
-        if message is None or self._runs[message][0].index != index or message == 0:
+        message = self._message(index)
+        if message <= 0 or _first(self._runs[message]).index != index:
             return False
-        before, run = self._runs[message - 1], self._runs[message]
+        before, run = self._run(message - 1), self._run(message)
         return not any(e.tool_result_ids for e in run) and not any(e.tool_use_ids for e in before)
 
     def set_window(self, start: int, preamble: list[dict[str, Any]]) -> None:
@@ -373,7 +388,7 @@ class History:
         if not self.safe_start(start):
             raise ValueError(f"entry {start} is not a safe place to start a request")
         self.window_start, self.preamble = start, list(preamble)
-        self._window_message = self._message_of[start] if start else 0
+        self._window_message = self._message(start) if start else 0
         self._before_window.clear()
 
     def request_tokens(self, estimator: str = "tiktoken") -> int:
@@ -425,8 +440,10 @@ class History:
         elif all(i in self.tool_use_entry for i in entry.tool_result_ids):
             form = reduce_content(entry.content, NO_MEMO, self.tool_name)
             entry.reduced = content_tokens(form)
-            results = [b for b in form if isinstance(b, dict) and b.get("type") == "tool_result"]
-            entry.placeholders = tuple(b["content"] for b in results)
+            texts = [
+                b["content"] for b in form if isinstance(b, dict) and b.get("type") == "tool_result"
+            ]
+            entry.placeholders = texts[0] if len(texts) == 1 else tuple(texts)
 
     @staticmethod
     def usual_savings(entries: list[Entry]) -> int | None:
@@ -531,6 +548,22 @@ def _usual(entry: Entry, memo: dict[str, Any]) -> bool:
         return False
     keep = memo.get("keep")
     return not keep or set(keep).isdisjoint(entry.tool_result_ids)
+
+
+def _first(run: Entry | list[Entry]) -> Entry:
+    """The first entry of a message's run."""
+    return run if isinstance(run, Entry) else run[0]
+
+
+def _view(entry: Entry, ids: MessageIds) -> IdsView:
+    """The guard's view of the message that is ``entry`` alone, whose ``ids`` are given:
+    the entry itself when they are its own and the content has no problem, else ``ids``
+    (holding the entry's id tuples when they are the same: kept once)."""
+    if ids.uses != entry.tool_use_ids or ids.results != entry.tool_result_ids:
+        return ids
+    if ids.content_problems:
+        return MessageIds(entry.role, entry.tool_use_ids, entry.tool_result_ids, ids[3])
+    return entry
 
 
 def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -43,6 +43,7 @@ log = logging.getLogger("stenograph.engine.session")
 CLOSE_WAIT_SECONDS = 15.0
 COUNTS = "counts"  # the background worker counting tokens as entries arrive
 COUNT_BATCH = 8  # entries whose counting waits to be handed over together (see ``pre_call``)
+MAX_EVENTS = 1_000  # the newest events ``Session.events`` keeps (``on_event`` gets them all)
 
 
 class Session:
@@ -59,6 +60,7 @@ class Session:
         store: str | Path | Store | None = None,
         lease_seconds: float = LEASE_SECONDS,
         wait_seconds: float = WAIT_SECONDS,
+        max_events: int | None = MAX_EVENTS,
     ) -> None:
         from ..stores import open_store
         from ..stores.base import new_owner
@@ -70,7 +72,13 @@ class Session:
         self.id = check_session_id(session_id)
         self.clock: Clock = clock or system_clock
         self.history = History()
-        self.events: list[Event] = []
+        if max_events is not None and max_events < 1:
+            raise ValueError(
+                f"max_events must be at least 1 (None keeps every event), got {max_events}"
+            )
+        self.max_events = max_events
+        self.events: list[Event] = []  # the newest ``max_events``, oldest first
+        self._events_lock = threading.Lock()
         self.last_request: dict[str, Any] | None = None
         if store is None and state_dir is not None:
             store = Path(state_dir)
@@ -392,8 +400,13 @@ class Session:
         return cast(dict[str, Any], self._state["handlers"].setdefault(key, {}))
 
     def record(self, event: Event) -> None:
-        """Add an event to ``events`` (safe from any thread) and hand it to ``on_event``."""
-        self.events.append(event)
+        """Add an event to ``events`` (safe from any thread; the oldest goes once there are
+        ``max_events``) and hand it to ``on_event``."""
+        with self._events_lock:
+            events = self.events
+            events.append(event)
+            if self.max_events is not None and len(events) > self.max_events:
+                del events[0]
         log.debug("event %s", event)
         self._deliver(event)
 
@@ -409,18 +422,20 @@ class Session:
             log.exception("session %s: on_event failed on %s", self.id, event.kind)
 
     def amend_later(self, event: Event, figures: Callable[[], dict[str, Any]]) -> None:
-        """Replace ``event`` in ``events`` by a copy with the fields ``figures()`` returns,
-        computed on the background worker that counts tokens (after the counts queued
-        before it)."""
+        """Hand ``on_event`` a copy of ``event`` with the fields ``figures()`` returns, in
+        ``events`` too in its place (unless it left them meanwhile), computed on the
+        background worker that counts tokens (after the counts queued before it)."""
 
         def amend() -> None:
             amended = dataclasses.replace(event, **figures())
-            for i in range(len(self.events) - 1, -1, -1):
-                if self.events[i] is event:
-                    self.events[i] = amended
-                    log.debug("event amended %s", amended)
-                    self._deliver(amended)
-                    return
+            with self._events_lock:
+                events = self.events
+                for i in range(len(events) - 1, -1, -1):
+                    if events[i] is event:
+                        events[i] = amended
+                        break
+            log.debug("event amended %s", amended)
+            self._deliver(amended)
 
         self.run_in_background(COUNTS, amend)
 

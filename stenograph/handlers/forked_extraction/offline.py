@@ -4,6 +4,7 @@ model and no network — files from tool inputs, commands, failed tool results, 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +13,7 @@ from ...engine.entries import Entry
 from ...engine.notes import sections
 
 SECTION_CHARS = 6000
+STEPS_SHOWN, COMMANDS_SHOWN, FAILURES_SHOWN = 60, 25, 20  # the newest, in their sections
 PATH_KEYS = ("file_path", "path", "notebook_path")
 COMMAND_TOOLS = ("Bash", "bash", "shell", "run_command", "execute_command")
 ERROR_PATTERNS = (
@@ -46,17 +48,25 @@ def offline_notes(template: str, facts: Facts) -> str:
 
 
 class Facts:
-    """What the history says, gathered incrementally: ``feed`` each entry once."""
+    """What the history says, gathered incrementally: ``feed`` each entry once. Only what
+    the notes can show is kept (the newest steps, failures and commands, the follow-up
+    requests that fit in their section, the calls still unanswered), so the facts do not
+    grow with the session."""
 
     def __init__(self) -> None:
         self.upto = 0
-        self.requests: list[str] = []
-        self.replies: list[str] = []
+        self.first_request: str | None = None
+        self.latest_request = ""  # its first line
+        self.follow_ups: list[str] = []  # the first lines the task section can show
+        self._task_chars = 0
+        self.latest_reply: str | None = None
         self.paths: dict[str, list[str]] = {}
-        self.shell: dict[str, str] = {}
-        self.failures: list[str] = []
-        self.steps: list[str] = []
-        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.shell: dict[str, str] = {}  # the newest commands, oldest first
+        self.failures: deque[str] = deque(maxlen=FAILURES_SHOWN)
+        self.failed = 0
+        self.steps: deque[str] = deque(maxlen=STEPS_SHOWN)
+        self.stepped = 0
+        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}  # tool calls not answered yet
 
     def feed(self, entries: Sequence[Entry]) -> Facts:
         """Take in the entries after the ones already seen."""
@@ -68,10 +78,23 @@ class Facts:
     def _user(self, entry: Entry) -> None:
         for block in entry.blocks():
             if block.get("type") == "text" and not META_TEXT.match(block.get("text", "")):
-                self.requests.append(block["text"].strip())
-            elif block.get("type") == "tool_result" and block.get("is_error"):
-                name, args = self.calls.get(block.get("tool_use_id", ""), ("tool", {}))
-                self.failures.append(f"{name} {_summary(args)}: {_error_line(_text(block))}")
+                self._request(block["text"].strip())
+            elif block.get("type") == "tool_result":
+                name, args = self.calls.pop(block.get("tool_use_id", ""), ("tool", {}))
+                if block.get("is_error"):
+                    self.failures.append(f"{name} {_summary(args)}: {_error_line(_text(block))}")
+                    self.failed += 1
+
+    def _request(self, text: str) -> None:
+        """A user request: the first is kept whole, later ones by their first line while
+        the task section has room for them (later lines would be cut from it)."""
+        self.latest_request = _first_line(text, 300)
+        if self.first_request is None:
+            self.first_request = text
+            self._task_chars = len(text[:1500]) + len("\n\nFollow-up requests:")
+        elif self._task_chars <= SECTION_CHARS:
+            self.follow_ups.append(f"- {self.latest_request}")
+            self._task_chars += 1 + len(self.follow_ups[-1])
 
     def _assistant(self, entry: Entry) -> None:
         texts, tools = [], []
@@ -84,10 +107,11 @@ class Facts:
                 self._tool(str(block.get("id")), str(block.get("name")), args)
                 tools.append(f"{block.get('name')} {_summary(args)}".strip())
         if texts:
-            self.replies.append("\n".join(texts))
+            self.latest_reply = "\n".join(texts)
         what = "; ".join(tools) if tools else _first_line(" ".join(texts))
         if what:
             self.steps.append(f"- {_clock(entry.timestamp)}{what}")
+            self.stepped += 1
 
     def _tool(self, tool_id: str, name: str, args: dict[str, Any]) -> None:
         self.calls[tool_id] = (name, args)
@@ -100,27 +124,27 @@ class Facts:
         if name in COMMAND_TOOLS and isinstance(command, str) and command.strip():
             self.shell.pop(command.strip(), None)
             self.shell[command.strip()] = str(args.get("description") or "")
+            if len(self.shell) > COMMANDS_SHOWN:
+                del self.shell[next(iter(self.shell))]
 
     def title(self) -> str:
-        return _first_line(self.requests[0], 80) if self.requests else ""
+        return "" if self.first_request is None else _first_line(self.first_request, 80)
 
     def current_state(self) -> str:
         lines = []
-        if self.requests:
-            lines.append(f"Latest request: {_first_line(self.requests[-1], 300)}")
-        if self.replies:
-            lines.append(f"Latest response: {_first_line(self.replies[-1], 400)}")
+        if self.first_request is not None:
+            lines.append(f"Latest request: {self.latest_request}")
+        if self.latest_reply is not None:
+            lines.append(f"Latest response: {_first_line(self.latest_reply, 400)}")
         if self.steps:
             lines.append(f"Last step: {self.steps[-1][2:]}")
         return "\n".join(lines)
 
     def task(self) -> str:
-        if not self.requests:
+        if self.first_request is None:
             return ""
-        later = [f"- {_first_line(r, 300)}" for r in self.requests[1:]]
-        return "\n".join(
-            [self.requests[0][:1500], *(["", "Follow-up requests:"] + later if later else [])]
-        )
+        later = ["", "Follow-up requests:", *self.follow_ups] if self.follow_ups else []
+        return "\n".join([self.first_request[:1500], *later])
 
     def files(self) -> str:
         return _bullets(f"`{path}` ({', '.join(tools)})" for path, tools in self.paths.items())
@@ -128,11 +152,11 @@ class Facts:
     def commands(self) -> str:
         return _bullets(
             f"`{_first_line(cmd, 200)}`" + (f" — {desc}" if desc else "")
-            for cmd, desc in list(self.shell.items())[-25:]
+            for cmd, desc in self.shell.items()
         )
 
     def errors(self) -> str:
-        return _bullets(self.failures[-20:])
+        return _bullets(self.failures)
 
     def folders(self) -> str:
         counts: dict[str, int] = {}
@@ -142,17 +166,16 @@ class Facts:
         return _bullets(f"`{folder}/`: {n} file(s) touched" for folder, n in counts.items())
 
     def learnings(self) -> str:
-        if not self.failures:
+        if not self.failed:
             return ""
-        return f"{len(self.failures)} tool call(s) failed; see Errors & Corrections."
+        return f"{self.failed} tool call(s) failed; see Errors & Corrections."
 
     def key_result(self) -> str:
-        return self.replies[-1][:1500] if self.replies else ""
+        return "" if self.latest_reply is None else self.latest_reply[:1500]
 
     def worklog(self) -> str:
-        shown = self.steps[-60:]
-        skipped = len(self.steps) - len(shown)
-        return "\n".join(([f"- ({skipped} earlier steps)"] if skipped else []) + shown)
+        skipped = self.stepped - len(self.steps)
+        return "\n".join([*([f"- ({skipped} earlier steps)"] if skipped else []), *self.steps])
 
 
 def _text(block: dict[str, Any]) -> str:
