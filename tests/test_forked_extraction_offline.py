@@ -226,3 +226,19 @@ def test_prompt_names_the_path_the_notes_and_the_largest_sections_when_over_budg
     assert "over budget" in prompt and "largest sections are Worklog" in prompt
     assert prompt.index("Worklog (~") < prompt.index("Learnings (~")
     assert "{{" not in prompt
+
+
+def test_an_offline_notes_request_copies_nothing_of_the_history_on_the_call_path(tmp_path):
+    from helpers import open_session, run_tool_calls
+
+    eager = {"minimum_message_tokens_to_init": 1, "minimum_tokens_between_update": 1}
+    overrides = {"forked-extraction": {"backend": "offline"}, "update-threshold": eager}
+    session, clock = open_session("default", state_dir=tmp_path, overrides=overrides)
+    copies = []
+    messages = session.history.messages
+    session.history.messages = lambda: (copies.append(1), messages())[1]  # type: ignore[method-assign]
+    run_tool_calls(session, clock, 4)
+    assert session.wait_for_background()
+    started = [e for e in session.events if isinstance(e, stenograph.ExtractionStarted)]
+    assert started and len(copies) == 4  # one per request handed to the host, none per notes job
+    assert "Read" in session.notes_at(started[-1].path).read()[0]

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stenograph.engine.entries import EntryError
-from stenograph.engine.store import check_json, encode_record
+from stenograph.engine.entries import Entry, EntryError
+from stenograph.engine.store import check_entry, check_json, encode_record
 
 HAZARDS = st.sampled_from(
     [float("nan"), float("inf"), -float("inf"), "caf\udce9", "\ud800", b"x", 1j, (1, 2)]
@@ -65,3 +65,24 @@ def test_deep_nesting_is_judged_as_the_encoding_judges_it(depth):
 def test_a_long_int_is_judged_as_the_encoding_judges_it(digits):
     record = {"op": "append", "entry": {"content": [{"type": "x", "n": -(10 ** (digits - 1))}]}}
     assert outcome(check_json, record) == outcome(encode_record, record)
+
+
+STAMPS = st.one_of(st.none(), st.floats(), st.sampled_from([-62_135_596_800.0, 253_402_300_799.5]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES, st.one_of(st.none(), st.dictionaries(KEYS, VALUES, max_size=3)), st.text(), STAMPS)
+def test_an_entry_is_judged_as_its_journal_record_is(content, meta, uuid, stamp):
+    entry = Entry("user", content, uuid, stamp, _meta=meta)
+
+    def journal(entry: Entry) -> None:
+        encode_record({"op": "append", "entry": entry.to_record()})
+
+    def failure(check) -> str:
+        try:
+            outcome_text = outcome(check, entry)
+        except (OverflowError, ValueError, OSError) as exc:  # a timestamp out of range
+            return type(exc).__name__
+        return outcome_text
+
+    assert failure(check_entry) == failure(journal)

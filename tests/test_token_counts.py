@@ -9,7 +9,7 @@ import json
 import threading
 
 import pytest
-from helpers import open_session, run_tool_calls, text_reply
+from helpers import open_session, run_tool_calls, text_reply, tool_result, tool_turn
 
 import stenograph
 from stenograph.engine import tokens
@@ -235,3 +235,53 @@ def test_a_batch_left_waiting_at_a_pause_is_estimated_then_corrected(spy):
     event = memorized_event(session)
     assert not event.estimated
     assert event.tokens_saved == exact_saving(session, event.uuids)
+
+
+def compact_session(threshold_window: int) -> tuple[stenograph.Session, stenograph.ManualClock]:
+    """memory-compact alone (tiktoken estimates), compacting at 80 % of the window."""
+    path_settings = {"context_window": threshold_window, "context_fraction": 0.8}
+    engine = stenograph.Engine(
+        stenograph.engine.presets.Preset(
+            name="compact-only",
+            description="",
+            strict=True,
+            slots=(
+                stenograph.engine.presets.SlotSpec(
+                    "memory-compact", (("test", path_settings),), "handlers[0]"
+                ),
+            ),
+            label="compact-only (test)",
+        )
+    )
+    clock = stenograph.ManualClock(1_000_000.0)
+    session = engine.open_session("test", state_dir=None, clock=clock)
+    session.append({"role": "user", "content": "Fix the failing test."})
+    return session, clock
+
+
+def test_memory_compact_tokenizes_nothing_on_the_host_while_far_below_its_threshold(spy):
+    session, clock = compact_session(200_000)
+    run_tool_calls(session, clock, 6, size=6_000)  # each reply reports usage
+    session.wait_for_background()
+    spy.calls.clear()
+    for n in range(4):  # new tool results arrive after the newest usage: not counted yet
+        message, tool_id = tool_turn("Read", path=f"/src/more{n}.py")
+        session.post_sampling(message)
+        session.append(tool_result(tool_id, "line of code\n" * 500))
+        session.pre_call(model="m")
+        session.wait_for_background(batched=False)
+    assert not spy.on_host()
+
+
+def test_memory_compact_still_decides_on_exact_counts_near_its_threshold(spy):
+    session, clock = compact_session(3_000)  # compacts at 2,400 tokens
+    run_tool_calls(session, clock, 1, size=400)
+    session.wait_for_background()
+    spy.calls.clear()
+    message, tool_id = tool_turn("Read", path="/src/big.py")
+    session.post_sampling(message)
+    session.append(tool_result(tool_id, "é " * 1_500))  # 4,500 bytes bound 1,501 tokens
+    seen = len(session.events)
+    session.pre_call(model="m")
+    assert spy.on_host()  # the bound reached the threshold: counted exactly
+    assert not any(isinstance(e, stenograph.CompactionSkipped) for e in session.events[seen:])

@@ -20,6 +20,8 @@ USAGE_KEYS = (
 )
 # The cache-write split by TTL (the API's ``usage.cache_creation``), kept flat beside them.
 TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+_ALL_USAGE_KEYS = USAGE_KEYS + TTL_USAGE_KEYS
+_NUMBERS = (int, float)
 
 
 @dataclass(eq=False, slots=True)
@@ -107,7 +109,7 @@ class Entry:
         record: dict[str, Any] = {"role": self.role, "content": self.content, "uuid": self.uuid}
         stamp = self.timestamp
         if stamp is not None:
-            surely = not formatted and _SURELY_IN_RANGE[0] < stamp < _SURELY_IN_RANGE[1]
+            surely = not formatted and SURELY_IN_RANGE[0] < stamp < SURELY_IN_RANGE[1]
             record["timestamp"] = stamp if surely else format_timestamp(stamp)
         if self.usage:
             record["usage"] = self.usage
@@ -144,7 +146,7 @@ class EntryError(ValueError):
 
 RESPONSE_META = ("id", "model", "stop_reason")
 # epoch seconds a day inside years 1-9999 UTC: formatted without fail (others are tried)
-_SURELY_IN_RANGE = (-62_135_596_800 + 86_400, 253_402_300_799 - 86_400)
+SURELY_IN_RANGE = (-62_135_596_800 + 86_400, 253_402_300_799 - 86_400)
 
 
 def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
@@ -207,7 +209,7 @@ def _stamp(entry: Entry, message: dict[str, Any]) -> None:
             entry.timestamp = parse_timestamp(message["timestamp"])
             if (
                 entry.timestamp is not None
-                and not _SURELY_IN_RANGE[0] < entry.timestamp < _SURELY_IN_RANGE[1]
+                and not SURELY_IN_RANGE[0] < entry.timestamp < SURELY_IN_RANGE[1]
             ):
                 format_timestamp(entry.timestamp)  # the journal must be able to hold it
         except (OverflowError, ValueError, OSError):
@@ -279,9 +281,9 @@ def _usage(value: Any) -> dict[str, int] | None:
     split = value.get("cache_creation")
     flat = {**value, **split} if isinstance(split, dict) else value
     usage = {}
-    for key in USAGE_KEYS + TTL_USAGE_KEYS:
+    for key in _ALL_USAGE_KEYS:
         number = flat.get(key)
-        if isinstance(number, int | float) and not isinstance(number, bool) and number >= 0:
+        if isinstance(number, _NUMBERS) and not isinstance(number, bool) and number >= 0:
             usage[key] = int(number)
     return usage or None
 

@@ -28,7 +28,7 @@ from .rendering import (
     render_content,
     render_content_is_base,
 )
-from .tokens import ESTIMATORS, content_tokens
+from .tokens import ESTIMATORS, content_tokens, token_bound
 
 NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
 _NO_IDS = MessageIds(None, (), ())  # a message's place until its ids are set
@@ -342,13 +342,14 @@ class History:
         start, before = self._window_message, len(self.preamble)
         ids = self._ids[start:] if start else self._ids
         pending, self._changed = self._changed, set()
-        changed = {i - start for i in pending if i >= start}
+        changed = {i - start for i in pending if i >= start} if start else pending
         head = [message_ids(m) for m in self.preamble]
         roles = [m.role for m in head]
         if ids and (not roles or roles[-1] != ids[0].role):  # else merged by messages()
             roles.append(ids[0].role)
         problems = check_roles(roles)
-        problems += content_problems(head, range(before))
+        if head:
+            problems += content_problems(head, range(before))
         problems += content_problems(ids, changed, before)
         problems += check_pairs(ids, changed, before)
         problems += self._changed_thinking(changed, start, before)
@@ -391,14 +392,16 @@ class History:
         self._window_message = self._message(start) if start else 0
         self._before_window.clear()
 
-    def request_tokens(self, estimator: str = "tiktoken") -> int:
-        """Estimated tokens of the request messages (preamble and window only)."""
-        totals = self._synced_totals(estimator)
+    def request_tokens(self, estimator: str = "tiktoken", exact: bool = True) -> int:
+        """Estimated tokens of the request messages (preamble and window only); ``exact``
+        False: as for :meth:`context_size`."""
+        totals = self._synced_totals(estimator, exact)
+        rest = sum(token_bound(self.rendered(e)) for e in self.entries[totals.upto :])
         if estimator not in self._before_window:
             entries = self.entries[: self.window_start]
             self._before_window[estimator] = sum(self.sent_tokens(e, estimator) for e in entries)
         preamble = sum(content_tokens(m["content"], estimator) for m in self.preamble)
-        return preamble + totals.sent - self._before_window[estimator]
+        return preamble + totals.sent + rest - self._before_window[estimator]
 
     # tokens ----------------------------------------------------------------------------
 
@@ -508,23 +511,43 @@ class History:
             entry.reduced = tokens
         return tokens
 
-    def _synced_totals(self, estimator: str) -> _Totals:
+    def _synced_totals(self, estimator: str, exact: bool = True) -> _Totals:
+        """The running totals, brought up to the end of the history (``exact`` False: up
+        to the first entry whose tiktoken count is not made yet)."""
         totals = self._totals.setdefault(estimator, _Totals())
+        bounded = not exact and estimator == "tiktoken"
         for entry in self.entries[totals.upto :]:
+            if bounded and not self._sent_counted(entry):
+                break
             totals.full += self.full_tokens(entry, estimator)
             totals.sent += self.sent_tokens(entry, estimator)
-        totals.upto = len(self.entries)
+            totals.upto += 1
         return totals
+
+    @staticmethod
+    def _sent_counted(entry: Entry) -> bool:
+        """Whether the entry's tiktoken counts, full and sent, are made (or need none)."""
+        if not entry.content:
+            return True
+        if entry.tokens < 0:
+            return False
+        if not entry.memorized and entry.sent_content is None:
+            return True
+        if entry.reduced >= 0 and _usual(entry, entry.memo or {}):
+            return True
+        return ("sent", "tiktoken") in (entry.cache or {})
 
     def token_totals(self, estimator: str = "tiktoken") -> tuple[int, int]:
         """(full, sent) estimated tokens over the whole history."""
         totals = self._synced_totals(estimator)
         return totals.full, totals.sent
 
-    def context_size(self, estimator: str = "tiktoken") -> int:
+    def context_size(self, estimator: str = "tiktoken", exact: bool = True) -> int:
         """Claude Code's context size: the newest reported usage (input + cache creation +
         cache read + output) plus estimates for the entries after it; with no usage at all,
-        the sum of estimates. Only entries after the newest usage are ever counted."""
+        the sum of estimates. Only entries after the newest usage are ever counted.
+        ``exact`` False: an entry not counted yet adds the bound :func:`.tokens.token_bound` of its
+        tokens instead (no tokenizer runs; the figure is then at least the exact one)."""
         anchor = self._anchors.get(estimator) or self._anchors.setdefault(estimator, _Anchor())
         new = self.entries[anchor.upto :]
         start = 0
@@ -533,8 +556,14 @@ class History:
             if total is not None:
                 anchor.total, anchor.after, start = total, 0, offset + 1
                 break
-        if start < len(new):
-            anchor.after += sum(self.full_tokens(e, estimator) for e in new[start:])
+        anchor.upto += start
+        if not exact and estimator == "tiktoken":
+            while anchor.upto < len(self.entries) and self.entries[anchor.upto].tokens >= 0:
+                anchor.after += self.entries[anchor.upto].tokens
+                anchor.upto += 1
+            rest = self.entries[anchor.upto :]
+            return anchor.total + anchor.after + sum(token_bound(e.content) for e in rest)
+        anchor.after += sum(self.full_tokens(e, estimator) for e in self.entries[anchor.upto :])
         anchor.upto = len(self.entries)
         return anchor.total + anchor.after
 

@@ -26,7 +26,7 @@ from .hooks import SessionHooks
 from .notes import MAX_NOTES_CHARS
 from .request import Request
 from .state import Stash
-from .store import JOURNAL_BYTES, check_json, check_session_id, encode_record
+from .store import JOURNAL_BYTES, check_entry, check_json, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
 from .telemetry import NO_SPAN
 from .tokens import encoding
@@ -494,9 +494,8 @@ class Session:
                 f"uuid {entry.uuid!r}: an entry with this uuid is already in the history"
             )
         if self._store is None:
-            record = {"op": "append", "entry": entry.to_record(formatted=False)}
-            check_json(record)
-            return record, b""
+            check_entry(entry)
+            return {}, b""
         record = {"op": "append", "entry": entry.to_record()}
         return record, encode_record(record)
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .entries import EntryError
+from .entries import SURELY_IN_RANGE, Entry, EntryError
 from .files import atomic_write, private_dir, remove_temp_files
 
 log = logging.getLogger("stenograph.engine.store")
@@ -57,6 +57,20 @@ def check_json(record: dict[str, Any]) -> None:
     what the walk cannot vouch for is encoded, so the two accept the same records)."""
     if not _is_json(record, 0):
         encode_record(record)
+
+
+def check_entry(entry: Entry) -> None:
+    """:func:`check_json` of the entry's journal record, without building the record unless
+    a part of it needs a closer look (what an in-memory session checks per append)."""
+    stamp, meta = entry.timestamp, entry._meta
+    if (
+        _is_json(entry.content, 2)
+        and (meta is None or _is_json(meta, 2))
+        and _is_json(entry.uuid, 2)
+        and (stamp is None or SURELY_IN_RANGE[0] < stamp < SURELY_IN_RANGE[1])
+    ):
+        return
+    check_json({"op": "append", "entry": entry.to_record(formatted=False)})
 
 
 def _is_json(value: Any, depth: int) -> bool:

@@ -81,6 +81,16 @@ def content_tokens(content: Any, estimator: str = "tiktoken") -> int:
     return text_tokens + media * FLAT_MEDIA_TOKENS
 
 
+def token_bound(content: Any) -> int:
+    """An upper bound of the tiktoken count of ``content``, without the tokenizer: the
+    UTF-8 bytes of its countable text (a token is at least one byte, and chars/4 beyond
+    the cap is less), media at their flat rate."""
+    texts: list[str] = []
+    media = collect_text(content, texts)
+    size = sum(len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    return size + max(0, len(texts) - 1) + media * FLAT_MEDIA_TOKENS
+
+
 def _head(texts: list[str]) -> str:
     """The texts joined by newlines, up to ``COUNT_CAP_CHARS`` characters (a giant content
     is not copied whole)."""

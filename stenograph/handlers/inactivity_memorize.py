@@ -244,20 +244,26 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
 def observed_ttl(call: PreCallCall) -> tuple[str, str] | None:
     """("5m" | "1h", "request" | "usage"): the TTL of this request's last breakpoint, else
     of the newest response's cache writes (1h only when it wrote nothing at 5 minutes)."""
-    marks: list[str | None] = []
-    for blocks in (call.tools, call.system, *(e.content for e in call.unseen_entries)):
+    unseen = call.unseen_entries
+    last = cache_ttl(call.extra.get("cache_control"))
+    for blocks in () if last else (*(e.content for e in reversed(unseen)), call.system, call.tools):
         if isinstance(blocks, list):
-            marks.extend(cache_ttl(b.get("cache_control")) for b in blocks if isinstance(b, dict))
-    found = [m for m in [*marks, cache_ttl(call.extra.get("cache_control"))] if m is not None]
-    if found:
-        return found[-1], "request"
-    for entry in reversed(call.unseen_entries):
+            last = next(filter(None, map(_block_ttl, reversed(blocks))), None)
+            if last:
+                break
+    if last:
+        return last, "request"
+    for entry in reversed(unseen):
         usage = entry.usage or {}
         if usage.get("ephemeral_5m_input_tokens"):
             return "5m", "usage"
         if usage.get("ephemeral_1h_input_tokens"):
             return "1h", "usage"
     return None
+
+
+def _block_ttl(block: Any) -> str | None:
+    return cache_ttl(block.get("cache_control")) if isinstance(block, dict) else None
 
 
 def _only_excluded_tools(session: Session, entry: Entry, excluded: set[str]) -> bool:

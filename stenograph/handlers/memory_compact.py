@@ -142,6 +142,8 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
         if self.settings.resume_notes_path and not state.resumed and session.history:
             state.resumed = True
             self._resume(session)
+        if self._size(session, state, exact=False) < self.settings.threshold:
+            return  # surely below: nothing is tokenized on the host's thread
         tokens = self._size(session, state)
         if tokens < self.settings.threshold:
             return
@@ -150,11 +152,13 @@ class MemoryCompact(Handler[MemoryCompactSettings]):
             log.info("not compacted (%s): %s", f"{tokens:,} tokens", reason)
             call.emit(CompactionSkipped, tokens=tokens, reason=reason)
 
-    def _size(self, session: Session, state: MemoryCompactState) -> int:
+    def _size(self, session: Session, state: MemoryCompactState, exact: bool = True) -> int:
+        """The context size compared with the threshold (``exact`` False: at least it,
+        from the counts made so far and bounds for the rest)."""
         history, estimator = session.history, self.settings.token_estimator
         if history.preamble:
-            return history.request_tokens(estimator) + state.overhead
-        return history.context_size(estimator)
+            return history.request_tokens(estimator, exact) + state.overhead
+        return history.context_size(estimator, exact)
 
     def _compact(
         self, session: Session, call: PreCallCall, state: MemoryCompactState, tokens: int

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -59,6 +61,7 @@ class SqlStore:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._conn: Any = None
+        _LIVE.add(self)
 
     # what a dialect provides -----------------------------------------------------------
 
@@ -172,6 +175,42 @@ class SqlStore:
         """Close the connection."""
         with self._lock:
             self._drop()
+
+
+_LIVE: weakref.WeakSet[SqlStore] = weakref.WeakSet()
+_held: list[SqlStore] = []  # the stores whose lock a fork in progress holds
+_inherited: list[Any] = []  # a forked child's copies of its parent's connections
+
+
+def _before_fork() -> None:
+    """A fork waits for the transactions in progress (a child must not inherit a lock
+    half held: SQLite then refuses it the database) and holds them off until it is done."""
+    _held[:] = list(_LIVE)
+    for store in _held:
+        store._lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    for store in reversed(_held):
+        store._lock.release()
+    _held.clear()
+
+
+def _after_fork_in_child() -> None:
+    """The parent's connections are left alone (closing a copy would end the parent's
+    session with the server); a store used in the child connects anew."""
+    for store in _held:
+        store._lock = threading.RLock()
+        _inherited.append(store._conn)
+        store._conn = None
+    _held.clear()
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 class SqlStorage:

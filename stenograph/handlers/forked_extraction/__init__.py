@@ -151,12 +151,15 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
 
     @hookimpl
     def extraction_requested(self, session: Session, request: ExtractionRequest) -> bool:
-        """Take the request with a snapshot of the last request and the journal position
-        it covers; start the worker unless one runs (a request waiting for it is coalesced
+        """Take the request with a snapshot of the last request (for the anthropic backend:
+        the offline writer reads the entries) and the journal position it covers; start
+        the worker unless one runs (a request waiting for it is coalesced
         into this one, and nothing of it is kept)."""
         writer = self.writer(session)
+        offline = self._backend(session)[0] == "offline"  # its notes come from the entries
+        context = None if offline else self._context(session)
         with writer.lock:
-            writer.desk.file(request, (self._context(session), session.position))
+            writer.desk.file(request, (context, session.position))
             if writer.busy:
                 return True
             writer.busy = True
@@ -226,7 +229,11 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             raise
 
     def _extract(
-        self, session: Session, request: ExtractionRequest, context: ForkContext, position: int
+        self,
+        session: Session,
+        request: ExtractionRequest,
+        context: ForkContext | None,
+        position: int,
     ) -> None:
         job = self._job(session, request, context, position)
         self._emit(
@@ -281,7 +288,11 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
             session.announce_notes(record, journaled=session.storage is not None)
 
     def _job(
-        self, session: Session, request: ExtractionRequest, context: ForkContext, position: int
+        self,
+        session: Session,
+        request: ExtractionRequest,
+        context: ForkContext | None,
+        position: int,
     ) -> Job:
         backend = self._backend(session)[0]
         label, shown = self._label(session)
