@@ -165,14 +165,26 @@ def test_a_prepared_placeholder_follows_an_edit_of_its_tool_call():
     assert "memorized: Grep result" in sent and sent.count("memorized: Read result") == 1
 
 
-def test_a_call_hands_the_background_its_counts_once_the_request_is_out(monkeypatch):
+@pytest.fixture
+def woken(monkeypatch) -> list[str]:
+    """One item per task handed to the background threads (a thread woken or started)."""
     from stenograph.engine import background
 
-    session, clock = open_session("inactivity-only")
-    session.wait_for_background()
-    woken: list[str] = []
+    tasks: list[str] = []
     run = background.POOL.run
-    monkeypatch.setattr(background.POOL, "run", lambda task: (woken.append("run"), run(task)))
+    monkeypatch.setattr(background.POOL, "run", lambda task: (tasks.append("run"), run(task)))
+    return tasks
+
+
+def idle_session() -> stenograph.Session:
+    session, _ = open_session("inactivity-only")
+    session.wait_for_background()
+    return session
+
+
+def test_a_call_hands_the_background_its_counts_once_the_request_is_out(woken):
+    session = idle_session()
+    woken.clear()
     for _ in range(3):
         session.append({"role": "user", "content": "go on " * 50})
         assert not woken  # appending wakes no thread
@@ -190,15 +202,11 @@ def usage_reply(n: int) -> dict:
     return {"role": "assistant", "content": [{"type": "text", "text": f"ok {n}"}], "usage": usage}
 
 
-def test_counts_are_handed_over_in_batches_when_responses_report_usage(monkeypatch):
-    from stenograph.engine import background
+def test_counts_are_handed_over_in_batches_when_responses_report_usage(woken):
     from stenograph.engine.session import COUNT_BATCH
 
-    session, clock = open_session("inactivity-only")
-    session.wait_for_background()
-    woken: list[str] = []
-    run = background.POOL.run
-    monkeypatch.setattr(background.POOL, "run", lambda task: (woken.append("run"), run(task)))
+    session = idle_session()
+    woken.clear()
     calls = 4 * COUNT_BATCH
     for n in range(calls):
         session.append({"role": "user", "content": "go on " * 50})
