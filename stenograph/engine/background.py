@@ -90,6 +90,11 @@ class Worker:
             self._active = True
         self._pool.run(self._drain)
 
+    @property
+    def waiting(self) -> int:
+        """How many jobs wait for a kick (none while a drain runs: it takes them too)."""
+        return 0 if self._active else len(self._jobs)
+
     def kick(self) -> None:
         """Start running the queued jobs (nothing happens when none waits or they run)."""
         with self._cond:

@@ -33,14 +33,14 @@ class ManualClock:
         self.now += seconds
 
 
-_NUMBERS = (int, float)
+NUMBERS = (int, float)  # the types an epoch number may have (not bool)
 
 
 def parse_timestamp(value: object) -> float | None:
     """ISO-8601 string or epoch number -> epoch seconds; anything else -> None."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, _NUMBERS):
+    if isinstance(value, NUMBERS):
         return float(value) if math.isfinite(value) else None
     if not isinstance(value, str) or not value.strip():
         return None

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clock import format_timestamp, parse_timestamp
+from .clock import NUMBERS, format_timestamp, parse_timestamp
 
 ROLES = ("user", "assistant")
 USAGE_KEYS = (
@@ -21,7 +21,6 @@ USAGE_KEYS = (
 # The cache-write split by TTL (the API's ``usage.cache_creation``), kept flat beside them.
 TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 _ALL_USAGE_KEYS = USAGE_KEYS + TTL_USAGE_KEYS
-_NUMBERS = (int, float)
 
 
 @dataclass(eq=False, slots=True)
@@ -103,14 +102,11 @@ class Entry:
         """The full Anthropic message, as the host appended it."""
         return {"role": self.role, "content": self.content}
 
-    def to_record(self, formatted: bool = True) -> dict[str, Any]:
-        """A JSON-safe dict for the session journal. ``formatted`` False (what an in-memory
-        session checks): a timestamp well inside the journal's range stays a number."""
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-safe dict for the session journal."""
         record: dict[str, Any] = {"role": self.role, "content": self.content, "uuid": self.uuid}
-        stamp = self.timestamp
-        if stamp is not None:
-            surely = not formatted and SURELY_IN_RANGE[0] < stamp < SURELY_IN_RANGE[1]
-            record["timestamp"] = stamp if surely else format_timestamp(stamp)
+        if self.timestamp is not None:
+            record["timestamp"] = format_timestamp(self.timestamp)
         if self.usage:
             record["usage"] = self.usage
         if self._meta:
@@ -283,7 +279,7 @@ def _usage(value: Any) -> dict[str, int] | None:
     usage = {}
     for key in _ALL_USAGE_KEYS:
         number = flat.get(key)
-        if isinstance(number, _NUMBERS) and not isinstance(number, bool) and number >= 0:
+        if isinstance(number, NUMBERS) and not isinstance(number, bool) and number >= 0:
             usage[key] = int(number)
     return usage or None
 

@@ -107,7 +107,6 @@ class Session:
         self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
         self._background = {COUNTS: Worker(f"stenograph-{self.id}-{COUNTS}")}
-        self._uncounted = 0  # entries queued for counting since the worker was last started
         self._state: dict[str, Any] = {"handlers": {}}
         self.stash = Stash()  # live per-session values under typed keys, never saved
         self._closed = False
@@ -506,7 +505,6 @@ class Session:
         self._host_known = len(self.history)
         if entry.content:  # counted once the request is out (see ``pre_call``)
             self._background[COUNTS].submit(functools.partial(self.history.count, entry), False)
-            self._uncounted += 1
         if entry.role == "assistant":
             self._last_response = entry
 
@@ -514,10 +512,9 @@ class Session:
         """Start counting the queued entries during the model call, once a batch of them
         waits (one thread wake per batch, not per call), or at once when the newest
         response reported no usage: the context size then needs the counts."""
-        last = self._last_response
-        if self._uncounted >= COUNT_BATCH or last is None or not last.usage:
-            self._uncounted = 0
-            self._background[COUNTS].kick()
+        last, counts = self._last_response, self._background[COUNTS]
+        if counts.waiting >= COUNT_BATCH or last is None or not last.usage:
+            counts.kick()
 
     def _adopt(self, edits: dict[int, dict[str, Any]]) -> list[Entry]:
         """Give entries the host's new content (checked and persisted first, then applied)."""

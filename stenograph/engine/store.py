@@ -70,7 +70,7 @@ def check_entry(entry: Entry) -> None:
         and (stamp is None or SURELY_IN_RANGE[0] < stamp < SURELY_IN_RANGE[1])
     ):
         return
-    check_json({"op": "append", "entry": entry.to_record(formatted=False)})
+    check_json({"op": "append", "entry": entry.to_record()})
 
 
 def _is_json(value: Any, depth: int) -> bool:

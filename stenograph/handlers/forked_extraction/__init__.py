@@ -151,10 +151,10 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
 
     @hookimpl
     def extraction_requested(self, session: Session, request: ExtractionRequest) -> bool:
-        """Take the request with a snapshot of the last request (for the anthropic backend:
-        the offline writer reads the entries) and the journal position it covers; start
-        the worker unless one runs (a request waiting for it is coalesced
-        into this one, and nothing of it is kept)."""
+        """Take the request with the journal position it covers and, for the anthropic
+        backend, a snapshot of the last request (the offline writer reads the entries);
+        start the worker unless one runs (a request waiting for it is coalesced into this
+        one, and nothing of it is kept)."""
         writer = self.writer(session)
         offline = self._backend(session)[0] == "offline"  # its notes come from the entries
         context = None if offline else self._context(session)
