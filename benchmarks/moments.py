@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import json
 import marshal
+import os
 import shutil
 import subprocess
 import sys
@@ -137,8 +138,12 @@ def crowd_lane(size: int, scratch: Path, log: Log) -> dict[str, Any]:
 
 
 def startup_lane(rounds: int, log: Log) -> dict[str, Any]:
-    """Whole-process wall times (ms), the three commands interleaved round by round."""
+    """Whole-process wall times (ms), the three commands interleaved round by round. Python
+    may write its bytecode cache (the untimed first round does), as an installed package
+    has it: ``pip install`` compiles it, and ``PYTHONDONTWRITEBYTECODE`` in the calling
+    environment would otherwise make every process compile every module again."""
     log("start-up")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     script = shutil.which("stenograph", path=str(Path(sys.executable).parent))
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
@@ -149,7 +154,7 @@ def startup_lane(rounds: int, log: Log) -> dict[str, Any]:
     for _ in range(rounds + 1):  # the first round warms the page cache, untimed
         for name, argv in commands.items():
             start = time.perf_counter()
-            subprocess.run(argv, check=True, capture_output=True)
+            subprocess.run(argv, check=True, capture_output=True, env=env)
             samples[name].append((time.perf_counter() - start) * 1_000)
     return {name: {"median_ms": median(v[1:]), "runs_ms": v[1:]} for name, v in samples.items()}
 

@@ -4,12 +4,10 @@ presets, check preset files."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
-import logging
+import os
 import sys
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,16 +52,17 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-log = logging.getLogger("stenograph.cli")
-
-
 FORMATS = "{formats}"
 TRANSCRIPT_HELP = f"a transcript file; the format is detected from its content: {FORMATS}"
 
 
 class _HelpFormatter(argparse.HelpFormatter):
     """Fills in every registered transcript format (plugins included) only when a help
-    naming them is formatted: the entry-point scan stays out of ``stenograph --help``."""
+    naming them is formatted: the entry-point scan stays out of ``stenograph --help``. The
+    width is argparse's, found without ``shutil`` (which loads the compression modules)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = super()._get_help_string(action)
@@ -73,6 +72,21 @@ class _HelpFormatter(argparse.HelpFormatter):
 
         formats = "; ".join(format_descriptions().values())
         return text.replace(FORMATS, formats.replace("%", "%%"))
+
+
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns``: ``COLUMNS`` when a positive number, else the
+    width of the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,7 +100,9 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     argv, verbose = _verbosity(sys.argv[1:] if argv is None else list(argv))
-    args = _parser().parse_args(argv)  # --help and --version exit here, before rich loads
+    args = _parser(_named_command(argv)).parse_args(argv)  # --help exits here, before rich
+    import logging
+
     from rich.logging import RichHandler
 
     from .integrations.transcripts import TranscriptError
@@ -99,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err().print(f"[bold red]error:[/] {_escape(str(exc))}", markup=True, soft_wrap=True)
         return 2
     except Exception as exc:  # never a traceback for the user; -vv shows it
-        log.debug("internal error", exc_info=True)
+        logging.getLogger("stenograph.cli").debug("internal error", exc_info=True)
         _err().print(
             f"[bold red]error:[/] internal error: {_escape(repr(exc))} (run with -vv for the"
             " traceback, and please report it)",
@@ -124,22 +140,63 @@ def _verbosity(argv: list[str]) -> tuple[list[str], int]:
     return rest, verbose
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line. Every subcommand is listed, but only ``command``'s arguments are
+    set up (None: every one's): argparse's set-up of ~60 arguments would be most of a
+    ``stenograph --help``."""
     parser = _Parser(
         prog="stenograph",
         description=__doc__,
         epilog="-v / -vv (anywhere): info / debug logging on stderr",
     )
     parser.add_argument("--version", action="version", version=f"stenograph {__version__}")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    cmd = _replay_command(
-        commands,
-        "replay",
-        "replay a recorded conversation through a preset",
-        ".stenograph",
-        "print the report as one JSON object",
-        _replay,
-    )
+    commands = Commands(parser.add_subparsers(required=True, metavar="COMMAND"), command)
+    replay_help = "replay a recorded conversation through a preset"
+    commands.add("replay", replay_help, _replay_arguments, description=replay_help)
+    explain_help = "replay, then print update-threshold's decisions"
+    commands.add("explain", explain_help, _explain_arguments, description=explain_help)
+    commands.add("show", "print the request sent at one model call", _show_arguments)
+    commands.add("handlers", "list available handlers and their settings", _json_only(_handlers))
+    commands.add("presets", "list built-in presets", _json_only(_presets))
+    commands.add("check", "validate a preset and show every resolved setting", _check_arguments)
+    commands.add("schema", "print the JSON Schema of preset files", _schema_arguments)
+    init_help = "write a preset listing every setting, or a plugin package (--plugin)"
+    commands.add("init", init_help, _init_arguments)
+    from .sessions import add_commands
+
+    add_commands(commands)
+    return parser
+
+
+class Commands:
+    """Subcommands added to a parser; only the one named (or every one, for None) gets its
+    arguments, from the function given with it."""
+
+    def __init__(self, subparsers: Any, named: str | None) -> None:
+        self.subparsers, self.named = subparsers, named
+
+    def add(
+        self,
+        name: str,
+        help_text: str,
+        arguments: Callable[[argparse.ArgumentParser], object],
+        **options: Any,
+    ) -> None:
+        """The subcommand ``name`` (listed with ``help_text``), its arguments added by
+        ``arguments`` when it is the one named."""
+        cmd = self.subparsers.add_parser(name, help=help_text, **options)
+        if self.named is None or self.named == name:
+            arguments(cmd)
+
+
+def _named_command(argv: Sequence[str]) -> str:
+    """The subcommand the command line names ("" for none): its first word that is not an
+    option (the top-level options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), "")
+
+
+def _replay_arguments(cmd: argparse.ArgumentParser) -> None:
+    _replay_options(cmd, ".stenograph", "print the report as one JSON object", _replay)
     cmd.add_argument(
         "--requests", metavar="FILE", help="write every rendered request to FILE, one JSON per line"
     )
@@ -149,15 +206,13 @@ def _parser() -> argparse.ArgumentParser:
         help="write every event to FILE as it happens, one JSON per line",
     )
     cmd.add_argument("--html", metavar="FILE", help="write a self-contained visual report to FILE")
-    _replay_command(
-        commands,
-        "explain",
-        "replay, then print update-threshold's decisions",
-        None,
-        "print the decisions as JSON",
-        _explain,
-    )
-    cmd = commands.add_parser("show", help="print the request sent at one model call")
+
+
+def _explain_arguments(cmd: argparse.ArgumentParser) -> None:
+    _replay_options(cmd, None, "print the decisions as JSON", _explain)
+
+
+def _show_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("transcript", help=TRANSCRIPT_HELP)
     cmd.add_argument("--call", type=int, required=True, metavar="N", help="call index, from 0")
     cmd.add_argument("--preset", default="default", help="built-in preset name or .toml file")
@@ -165,30 +220,33 @@ def _parser() -> argparse.ArgumentParser:
         "--diff", action="store_true", help="what the preset changed against the full history"
     )
     cmd.set_defaults(run=_show)
-    cmd = commands.add_parser("handlers", help="list available handlers and their settings")
-    cmd.add_argument("--json", action="store_true", help="print the handlers as JSON")
-    cmd.set_defaults(run=_handlers)
-    cmd = commands.add_parser("presets", help="list built-in presets")
-    cmd.add_argument("--json", action="store_true", help="print the presets as JSON")
-    cmd.set_defaults(run=_presets)
-    cmd = commands.add_parser("check", help="validate a preset and show every resolved setting")
+
+
+def _json_only(
+    run: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.ArgumentParser], None]:
+    """The arguments of a listing command: ``--json``."""
+    what = run.__name__.strip("_")
+
+    def arguments(cmd: argparse.ArgumentParser) -> None:
+        cmd.add_argument("--json", action="store_true", help=f"print the {what} as JSON")
+        cmd.set_defaults(run=run)
+
+    return arguments
+
+
+def _check_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--json", action="store_true", help="print the resolved preset as JSON")
     cmd.add_argument("preset", help="built-in preset name or .toml file")
     cmd.set_defaults(run=_check)
-    _editor_commands(commands)
-    from .sessions import add_commands
-
-    add_commands(commands)
-    return parser
 
 
-def _editor_commands(commands: Any) -> None:
-    cmd = commands.add_parser("schema", help="print the JSON Schema of preset files")
+def _schema_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("-o", "--output", help="write it to this file instead")
     cmd.set_defaults(run=_schema)
-    cmd = commands.add_parser(
-        "init", help="write a preset listing every setting, or a plugin package (--plugin)"
-    )
+
+
+def _init_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("name", nargs="?", help="preset name (my-preset), or the plugin's handler")
     cmd.add_argument(
         "--handlers",
@@ -200,10 +258,9 @@ def _editor_commands(commands: Any) -> None:
     cmd.set_defaults(run=_init)
 
 
-def _replay_command(
-    commands: Any, name: str, help_text: str, state_dir: str | None, json_help: str, run: Any
-) -> argparse.ArgumentParser:
-    cmd: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
+def _replay_options(
+    cmd: argparse.ArgumentParser, state_dir: str | None, json_help: str, run: Any
+) -> None:
     cmd.add_argument("transcript", help=TRANSCRIPT_HELP)
     cmd.add_argument(
         "--preset", default="default", help="built-in preset name or .toml file (default: default)"
@@ -222,13 +279,14 @@ def _replay_command(
     cmd.add_argument("--json", action="store_true", help=json_help)
     cmd.add_argument("--prices", help="price table file (TOML) updating the built-in prices")
     cmd.set_defaults(run=run)
-    return cmd
 
 
 def _run_replay(args: argparse.Namespace) -> ReplayReport:
     path = getattr(args, "events", None)
     if path is None:
         return _replay_with(args, None)
+    import threading
+
     lock = threading.Lock()
     with open(path, "w", encoding="utf-8") as file:
 
@@ -340,6 +398,8 @@ def _show(args: argparse.Namespace) -> int:
         for r in (call.full, call.sent)
     )
     label = f"call {args.call}"
+    import difflib
+
     diff = difflib.unified_diff(
         full, sent, f"{label}, full history", f"{label}, as sent", lineterm=""
     )

@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .engine.errors import StenographError
 
 if TYPE_CHECKING:
+    from .cli import Commands
     from .stores import Store
 
 # The stores and the engine are imported by the commands: `stenograph --help` loads neither.
@@ -26,9 +26,14 @@ def open_store(url: str) -> Store:
     return opened(url)
 
 
-def add_commands(commands: Any) -> None:
+def add_commands(commands: Commands) -> None:
     """The ``sessions`` and ``migrate`` subcommands."""
-    cmd = commands.add_parser("sessions", help="list, show, export or delete stored sessions")
+    commands.add("sessions", "list, show, export or delete stored sessions", _sessions_arguments)
+    migrate_help = "copy every session (or one) from a store to another"
+    commands.add("migrate", migrate_help, _migrate_arguments)
+
+
+def _sessions_arguments(cmd: argparse.ArgumentParser) -> None:
     actions = cmd.add_subparsers(required=True, metavar="ACTION")
     for name, help_text, run in (
         ("list", "the stored sessions, with their sizes", _list),
@@ -43,7 +48,9 @@ def add_commands(commands: Any) -> None:
         if name == "export":
             action.add_argument("-o", "--output", help="write it to this file (default: stdout)")
         action.set_defaults(run=run)
-    cmd = commands.add_parser("migrate", help="copy every session (or one) from a store to another")
+
+
+def _migrate_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--from", dest="source", metavar="URL", required=True, help="source store")
     cmd.add_argument("--to", dest="target", metavar="URL", required=True, help="target store")
     cmd.add_argument("--session", help="only this session")
@@ -63,6 +70,8 @@ def bare_session_history(store: Store, session_id: str) -> list[dict[str, Any]]:
 def _message(entry: Any) -> dict[str, Any]:
     message = {"role": entry.role, "content": entry.content, "uuid": entry.uuid}
     if entry.timestamp is not None:
+        from datetime import UTC, datetime
+
         moment = datetime.fromtimestamp(entry.timestamp, UTC).isoformat()
         message["timestamp"] = moment.replace("+00:00", "Z")
     if entry.usage:

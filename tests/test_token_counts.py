@@ -12,7 +12,7 @@ import pytest
 from helpers import open_session, run_tool_calls, text_reply, tool_result, tool_turn
 
 import stenograph
-from stenograph.engine import tokens
+from stenograph.engine import rendering, tokens
 from stenograph.engine.tokens import COUNT_CAP_CHARS, content_tokens
 
 
@@ -104,6 +104,22 @@ def test_the_call_after_a_pause_tokenizes_nothing_on_the_host_and_is_exact(spy):
     event = memorized_event(session)
     assert not event.estimated and len(event.uuids) == 8
     assert event.tokens_saved == exact_saving(session, event.uuids) > 1_000
+
+
+def test_the_call_after_a_pause_sends_the_forms_the_counts_prepared(monkeypatch):
+    session, clock = open_session("inactivity-only")
+    run_tool_calls(session, clock, 4)
+    session.wait_for_background()  # counted, and the memorized forms prepared
+    prepared = [e.prepared for e in session.history if e.tool_result_ids]
+
+    def refused(*_: object) -> None:
+        raise AssertionError("a placeholder was made on the call after the pause")
+
+    monkeypatch.setattr(rendering, "_placeholder", refused)
+    request = pause(session, clock)
+    sent = [m["content"] for m in request["messages"] if m["role"] == "user"]
+    assert all(form in sent for form in prepared) and len(prepared) == 4
+    assert all("memorized" in json.dumps(form) for form in prepared)
 
 
 def test_missing_counts_are_estimated_then_corrected_in_the_event(spy, tmp_path):

@@ -27,8 +27,8 @@ _ALL_USAGE_KEYS = USAGE_KEYS + TTL_USAGE_KEYS
 class Entry:
     """One message of the history. ``content`` is never changed after append. ``tokens``
     (tiktoken estimate of ``content``) and ``reduced`` (of its usual memorized form) are -1
-    until counted; ``placeholders``: the texts that form sends for its tool results, made
-    with the counts (a string when there is one); ``render`` holds what is sent when it is
+    until counted; ``prepared``: that usual memorized form, made with the counts (``content``
+    itself when it has no tool result: sent as is); ``render`` holds what is sent when it is
     not ``content``; ``cache`` (other counts) is made on first use."""
 
     role: str
@@ -45,7 +45,7 @@ class Entry:
     tool_result_ids: tuple[str, ...] = ()
     tokens: int = field(default=-1, repr=False)
     reduced: int = field(default=-1, repr=False)
-    placeholders: str | tuple[str, ...] | None = field(default=None, repr=False)
+    prepared: str | list[dict[str, Any]] | None = field(default=None, repr=False)
     render: str | list[dict[str, Any]] | None = field(default=None, repr=False)
     cache: dict[Any, Any] | None = field(default=None, repr=False)
 

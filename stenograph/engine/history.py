@@ -23,7 +23,6 @@ from .rendering import (
     base_content,
     has_results,
     merge_run,
-    prepared_form,
     reduce_content,
     render_content,
     render_content_is_base,
@@ -128,7 +127,7 @@ class History:
         dropped = [entry, *(e for e in answers.values() if e is not entry)]
         entry.tokens = -1
         for each in dropped:
-            each.reduced, each.placeholders, each.render, each.cache = -1, None, None, None
+            each.reduced, each.prepared, each.render, each.cache = -1, None, None, None
         return dropped
 
     def tool_calls_after(self, uuid: str | None) -> int:
@@ -155,9 +154,8 @@ class History:
         if not entry.memorized and entry.sent_content is None:
             return entry.content
         if entry.render is None:
-            texts, content = entry.placeholders, entry.content
-            if texts and isinstance(content, list) and _usual(entry, entry.memo or {}):
-                entry.render = prepared_form(content, texts)
+            if entry.prepared is not None and _usual(entry, entry.memo or {}):
+                entry.render = entry.prepared
             else:
                 entry.render = render_content(entry, self.tool_name)
         return entry.render
@@ -271,34 +269,30 @@ class History:
         """Send the newly memorized ``entries`` in the form their counts prepared, in one
         pass (the usual memorize: one entry per message, nothing kept, inputs whole); the
         entries left for the general path are returned."""
-        pending, message_of, runs, messages = (
-            self.unmemorized_tool_entries,
-            self._message_of,
-            self._runs,
-            self._messages,
-        )
+        pending_pop = self.unmemorized_tool_entries.pop
+        message_of, runs, messages = self._message_of, self._runs, self._messages
         placed = len(message_of)
         rest, memo, plain = [], None, False
         for entry in entries:
             if entry.memo is not memo:
                 memo = entry.memo
                 plain = not memo or not (memo.get("keep") or memo.get("reduce_inputs"))
-            texts = entry.placeholders
-            if not plain or texts is None or entry.sent_content is not None:
+            form = entry.prepared
+            if not plain or form is None or entry.sent_content is not None:
                 rest.append(entry)
                 continue
-            pending.pop(entry.index, None)
-            if not texts:
+            index = entry.index
+            pending_pop(index, None)
+            if form is entry.content:
                 continue  # no tool result: sent as before
-            index = message_of[entry.index] if entry.index < placed else -1
-            if index < 0 or runs[index] is not entry or isinstance(entry.content, str):
+            message = message_of[index] if index < placed else -1
+            if message < 0 or runs[message] is not entry:
                 rest.append(entry)
                 continue
-            entry.render = form = prepared_form(entry.content, texts)
+            entry.render = form
             if entry.cache:
-                for key in _DERIVED_COUNTS:
-                    entry.cache.pop(key, None)
-            messages[index] = {"role": entry.role, "content": form}
+                _drop_derived(entry.cache)
+            messages[message] = {"role": entry.role, "content": form}
         return rest
 
     def _recount(self, entry: Entry) -> None:
@@ -306,8 +300,7 @@ class History:
         if not self._totals:  # nothing counted over the history: only drop
             entry.render = None
             if entry.cache:
-                for key in _DERIVED_COUNTS:
-                    entry.cache.pop(key, None)
+                _drop_derived(entry.cache)
             return
         counted = [(e, t) for e, t in self._totals.items() if entry.index < t.upto]
         if counted:
@@ -315,8 +308,7 @@ class History:
             before = [cache.get(("sent", e), self.full_tokens(entry, e)) for e, _ in counted]
         entry.render = None
         if entry.cache:
-            for key in _DERIVED_COUNTS:
-                entry.cache.pop(key, None)
+            _drop_derived(entry.cache)
         for (estimator, totals), tokens in zip(counted, before if counted else (), strict=True):
             totals.sent += self.sent_tokens(entry, estimator) - tokens
 
@@ -433,29 +425,31 @@ class History:
 
     def count(self, entry: Entry) -> None:
         """Count ``entry`` ahead of need (the session's background worker does, as entries
-        arrive): its full content and, for tool results, its usual memorized form (of which
-        only the placeholder texts are kept: a memorize makes the form again from them)."""
+        arrive): its full content and, for tool results, its usual memorized form, kept for
+        the memorize that sends it (``Entry.prepared``)."""
         self.full_tokens(entry)
         if entry.sent_content is not None or entry.memorized:
             return
         if not has_results(entry.content):  # its usual memorized form is itself
-            entry.placeholders, entry.reduced = (), entry.tokens
+            entry.prepared, entry.reduced = entry.content, entry.tokens
         elif all(i in self.tool_use_entry for i in entry.tool_result_ids):
             form = reduce_content(entry.content, NO_MEMO, self.tool_name)
             entry.reduced = content_tokens(form)
-            texts = [
-                b["content"] for b in form if isinstance(b, dict) and b.get("type") == "tool_result"
-            ]
-            entry.placeholders = texts[0] if len(texts) == 1 else tuple(texts)
+            entry.prepared = form
 
     @staticmethod
     def usual_savings(entries: list[Entry]) -> int | None:
         """The tokens the usual memorize (nothing kept, inputs whole) of ``entries`` saves,
-        from the counts ``count`` made (None when one is missing)."""
-        savings = [e.tokens - e.reduced for e in entries if e.reduced >= 0 <= e.tokens]
-        if len(savings) < len(entries) or any(e.sent_content is not None for e in entries):
-            return None
-        return sum(n for n in savings if n > 0)
+        from the counts ``count`` made (None when one is missing); only entries holding
+        tool results change, so only theirs are needed."""
+        saved = 0
+        for e in entries:
+            if e.tool_result_ids:
+                if e.reduced < 0 or e.tokens < 0 or e.sent_content is not None:
+                    return None
+                if e.tokens > e.reduced:
+                    saved += e.tokens - e.reduced
+        return saved
 
     def saving(
         self, entry: Entry, keep: set[str], reduce_inputs: bool, *, count: bool = True
@@ -566,6 +560,12 @@ class History:
         anchor.after += sum(self.full_tokens(e, estimator) for e in self.entries[anchor.upto :])
         anchor.upto = len(self.entries)
         return anchor.total + anchor.after
+
+
+def _drop_derived(cache: dict[Any, Any]) -> None:
+    """Drop the counts of what is sent from an entry's ``cache`` (the full content's stay)."""
+    for key in _DERIVED_COUNTS:
+        cache.pop(key, None)
 
 
 def _usual(entry: Entry, memo: dict[str, Any]) -> bool:

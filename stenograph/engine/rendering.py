@@ -70,17 +70,6 @@ def _reduce(
     return block
 
 
-def prepared_form(
-    content: list[dict[str, Any]], texts: str | tuple[str, ...]
-) -> list[dict[str, Any]]:
-    """``reduce_content(content, NO_MEMO, ...)`` from the placeholder texts it made before
-    (one per tool_result block, in order; a string: the text of the only one)."""
-    if len(content) == 1:  # one tool result alone: the usual case
-        return [_placeholder(content[0], texts if isinstance(texts, str) else texts[0])]
-    left = iter((texts,) if isinstance(texts, str) else texts)
-    return [_placeholder(b, next(left)) if b.get("type") == "tool_result" else b for b in content]
-
-
 def placeholder(block: dict[str, Any], tool_name: str) -> dict[str, Any]:
     """The short, deterministic stand-in for a memorized tool_result (same id, same error
     flag, given or not as in the original)."""

@@ -169,7 +169,6 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
         history, kept = session.history, set(keep)
         reduce, exact = self.settings.reduce_tool_inputs, self.settings.min_tokens_saved > 0
         if not kept and not reduce:  # the usual memorize: every count was made in advance
-            candidates = [e for e in candidates if e.tool_result_ids]  # others: sent as is
             counted = history.usual_savings(candidates)
             if counted is not None:
                 return counted, []
