@@ -4,12 +4,14 @@ and are never saved."""
 
 from __future__ import annotations
 
+import enum
 import json
 import threading
 from pathlib import Path
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import Field, PlainSerializer, ValidationError, field_serializer
 
 import stenograph
 from stenograph.handlers.forked_extraction import ForkedExtraction, Writer
@@ -128,3 +130,49 @@ def test_assigning_what_a_field_holds_already_saves_only_changed_containers():
     state.names.append("a")  # changed in place, then assigned: saved
     state.names = state.names
     assert backing["names"] == ["a"]
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+class MixedState(stenograph.HandlerState):
+    flag: bool = False
+    count: int = Field(0, ge=0)
+    ratio: float = 0.0
+    label: str | None = None
+    kind: Literal["a", "b"] | None = None
+    colour: Colour | None = None
+    doubled: Annotated[int, PlainSerializer(lambda v: v * 2)] = 0
+    shouted: str = ""
+    when: dict[str, int] = Field(default_factory=dict)
+
+    @field_serializer("shouted")
+    def _shout(self, value: str) -> str:
+        return value.upper()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("flag", True),
+        ("count", 3),
+        ("count", "4"),  # validated to an int first
+        ("ratio", 2),  # to a float
+        ("ratio", float("inf")),
+        ("label", "x"),
+        ("label", None),
+        ("kind", "b"),
+        ("colour", "red"),
+        ("doubled", 5),
+        ("shouted", "hi"),
+        ("when", {"a": 1}),
+    ],
+)
+def test_an_assignment_saves_what_model_dump_gives(name, value):
+    backing: dict = {"label": "before"}
+    state = MixedState.bind(backing)
+    setattr(state, name, value)
+    dumped = state.model_dump(mode="json", include={name}, by_alias=True)
+    assert {key: backing[key] for key in dumped} == dumped
+    assert type(backing[next(iter(dumped))]) is type(next(iter(dumped.values())))

@@ -259,7 +259,8 @@ class Engine:
         ``session`` and each slot's ``state``), failures isolated. A ``firstresult`` hook
         returns the first result that is not None (None when there is none); any other
         returns the list of results that are not None."""
-        check_hook(hook_name)
+        if hook_name not in self._hooked:
+            check_hook(hook_name)  # raises: every hook is planned
         first = hook_name in self._firstresult
         results = []
         for slot, impl in self._hooked[hook_name]:

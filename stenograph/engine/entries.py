@@ -21,6 +21,7 @@ USAGE_KEYS = (
 # The cache-write split by TTL (the API's ``usage.cache_creation``), kept flat beside them.
 TTL_USAGE_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
 _ALL_USAGE_KEYS = USAGE_KEYS + TTL_USAGE_KEYS
+_NO_USAGE = (0,) * len(USAGE_KEYS)  # what each of USAGE_KEYS counts when missing
 
 
 @dataclass(eq=False, slots=True)
@@ -94,9 +95,8 @@ class Entry:
 
     def usage_total(self) -> int | None:
         """input + cache creation + cache read + output tokens, when usage was reported."""
-        if not self.usage:
-            return None
-        return sum(self.usage.get(key, 0) for key in USAGE_KEYS)
+        usage = self.usage
+        return sum(map(usage.get, USAGE_KEYS, _NO_USAGE)) if usage else None
 
     def message(self) -> dict[str, Any]:
         """The full Anthropic message, as the host appended it."""

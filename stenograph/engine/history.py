@@ -543,22 +543,23 @@ class History:
         ``exact`` False: an entry not counted yet adds the bound :func:`.tokens.token_bound` of its
         tokens instead (no tokenizer runs; the figure is then at least the exact one)."""
         anchor = self._anchors.get(estimator) or self._anchors.setdefault(estimator, _Anchor())
-        new = self.entries[anchor.upto :]
-        start = 0
-        for offset in range(len(new) - 1, -1, -1):
-            total = new[offset].usage_total() if new[offset].role == "assistant" else None
-            if total is not None:
-                anchor.total, anchor.after, start = total, 0, offset + 1
+        entries = self.entries
+        end = len(entries)
+        for index in range(end - 1, anchor.upto - 1, -1):  # the newest usage since the last
+            entry = entries[index]
+            if entry.role == "assistant" and (total := entry.usage_total()) is not None:
+                anchor.total, anchor.after, anchor.upto = total, 0, index + 1
                 break
-        anchor.upto += start
         if not exact and estimator == "tiktoken":
-            while anchor.upto < len(self.entries) and self.entries[anchor.upto].tokens >= 0:
-                anchor.after += self.entries[anchor.upto].tokens
+            while anchor.upto < end and entries[anchor.upto].tokens >= 0:
+                anchor.after += entries[anchor.upto].tokens
                 anchor.upto += 1
-            rest = self.entries[anchor.upto :]
-            return anchor.total + anchor.after + sum(token_bound(e.content) for e in rest)
-        anchor.after += sum(self.full_tokens(e, estimator) for e in self.entries[anchor.upto :])
-        anchor.upto = len(self.entries)
+            rest = entries[anchor.upto :]
+            return anchor.total + anchor.after + sum([token_bound(e.content) for e in rest])
+        if anchor.upto < end:
+            full = self.full_tokens
+            anchor.after += sum([full(e, estimator) for e in entries[anchor.upto :]])
+            anchor.upto = end
         return anchor.total + anchor.after
 
 

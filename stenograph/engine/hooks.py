@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,18 +24,20 @@ class SessionHooks:
         self._engine, self._session = engine, session
 
     def __getattr__(self, hook_name: str) -> Callable[..., Any]:
-        engine, session = self._engine, self._session
         check_hook(hook_name)
-        return lambda **arguments: engine.call_hook(hook_name, session, **arguments)
+        return functools.partial(self._engine.call_hook, hook_name, self._session)
 
 
 def check_hook(hook_name: str) -> None:
     """An ``AttributeError`` naming the hooks (and the nearest one) unless ``hook_name`` is
     one of them."""
-    if hook_name in hookspecs.SLOT_HOOKS:
+    if hook_name in _HOOKS:
         return
     near = difflib.get_close_matches(hook_name, hookspecs.SLOT_HOOKS, n=1)
     hint = f" Did you mean {near[0]!r}?" if near else ""
     raise AttributeError(
         f"no hook {hook_name!r}; the hooks are {', '.join(hookspecs.SLOT_HOOKS)}.{hint}"
     )
+
+
+_HOOKS = frozenset(hookspecs.SLOT_HOOKS)

@@ -244,12 +244,9 @@ def observed_ttl(call: PreCallCall) -> tuple[str, str] | None:
     """("5m" | "1h", "request" | "usage"): the TTL of this request's last breakpoint, else
     of the newest response's cache writes (1h only when it wrote nothing at 5 minutes)."""
     unseen = call.unseen_entries
-    last = cache_ttl(call.extra.get("cache_control"))
-    for blocks in () if last else (*(e.content for e in reversed(unseen)), call.system, call.tools):
-        if isinstance(blocks, list):
-            last = next(filter(None, map(_block_ttl, reversed(blocks))), None)
-            if last:
-                break
+    last = cache_ttl(call.extra.get("cache_control")) or _breakpoint_ttl(
+        [*map(attrgetter("content"), reversed(unseen)), call.system, call.tools]
+    )
     if last:
         return last, "request"
     for entry in reversed(unseen):
@@ -261,8 +258,17 @@ def observed_ttl(call: PreCallCall) -> tuple[str, str] | None:
     return None
 
 
-def _block_ttl(block: Any) -> str | None:
-    return cache_ttl(block.get("cache_control")) if isinstance(block, dict) else None
+def _breakpoint_ttl(sources: list[Any]) -> str | None:
+    """The TTL of the last block with a ``cache_control`` in the first of ``sources`` (lists
+    of blocks; anything else is skipped) that has one."""
+    for blocks in sources:
+        if isinstance(blocks, list):
+            for block in reversed(blocks):
+                if isinstance(block, dict):
+                    control = block.get("cache_control")
+                    if control is not None and (ttl := cache_ttl(control)):
+                        return ttl
+    return None
 
 
 def _only_excluded_tools(session: Session, entry: Entry, excluded: set[str]) -> bool:

@@ -147,7 +147,10 @@ class ForkedExtraction(Handler[ForkedExtractionSettings]):
 
     def writer(self, session: Session) -> Writer:
         """This slot's live writer objects in ``session``."""
-        return session.stash.setdefault(self.writer_key, Writer())
+        writer = session.stash.get(self.writer_key, None)
+        if writer is None:  # made once: a Writer's locks are not free
+            writer = session.stash.setdefault(self.writer_key, Writer())
+        return writer
 
     @hookimpl
     def extraction_requested(self, session: Session, request: ExtractionRequest) -> bool:
