@@ -26,15 +26,13 @@ class HandlerState(BaseModel):
         alias_generator=to_camel, populate_by_name=True, validate_assignment=True, extra="ignore"
     )
     _backing: dict[str, Any] = PrivateAttr(default_factory=dict)
-    #: Per class: the field names, and the fields saved as they are (see ``_plain_fields``).
+    #: Per class: the field names (pydantic's ``model_fields`` is a slower descriptor).
     __state_fields__: ClassVar[frozenset[str]] = frozenset()
-    __plain_fields__: ClassVar[dict[str, tuple[str, tuple[type, ...]]]] = {}
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         cls.__state_fields__ = frozenset(cls.__pydantic_fields__)
-        cls.__plain_fields__ = _plain_fields(cls)
 
     @classmethod
     def bind(cls, backing: dict[str, Any]) -> HandlerState:
@@ -53,55 +51,16 @@ class HandlerState(BaseModel):
         if name in values and _same(values[name], value):
             return  # already so (a handler setting a flag on every call): nothing to save
         super().__setattr__(name, value)
-        plain, new = cls.__plain_fields__.get(name), self.__dict__[name]  # a new dict
-        if plain is not None and type(new) in plain[1]:
-            self._backing[plain[0]] = new  # what model_dump would give, without it
-        else:
-            self._backing.update(self.model_dump(mode="json", include={name}, by_alias=True))
+        self._backing.update(self.model_dump(mode="json", include={name}, by_alias=True))
 
 
 _SCALARS = (bool, int, float, str, type(None))
-_LEAVES: dict[str, tuple[type, ...]] = {
-    "bool": (bool,),
-    "int": (int,),
-    "str": (str,),
-    "literal": (bool, int, str),
-}
 
 
 def _same(old: Any, new: Any) -> bool:
     """Whether assigning ``new`` over ``old`` changes nothing: an equal scalar of the same
     type (a container may have been changed in place, so it is always saved)."""
     return type(old) is type(new) and type(new) in _SCALARS and old == new
-
-
-def _plain_fields(cls: type[BaseModel]) -> dict[str, tuple[str, tuple[type, ...]]]:
-    """The fields whose JSON form is their validated value itself when it is of the given
-    exact types (a bool, int, str or literal schema, maybe with a default or None, and no
-    serializer of its own or of the model's), each with its key in the saved dict."""
-    schema: Any = cls.__pydantic_core_schema__
-    if schema.get("type") != "model" or "serialization" in schema:
-        return {}
-    inner = schema["schema"]
-    if inner.get("type") != "model-fields" or "serialization" in inner:
-        return {}
-    plain = {}
-    for name, field in inner["fields"].items():
-        types = _leaf_types(field["schema"])
-        if types and "serialization" not in field:
-            plain[name] = (field.get("serialization_alias", name), types)
-    return plain
-
-
-def _leaf_types(schema: Any) -> tuple[type, ...]:
-    """The exact types a value of ``schema`` is serialized as itself for (none: not plain)."""
-    types: tuple[type, ...] = ()
-    while schema.get("type") in ("default", "nullable") and "serialization" not in schema:
-        if schema["type"] == "nullable":
-            types = (type(None),)
-        schema = schema["schema"]
-    leaf = _LEAVES.get(schema.get("type"))
-    return leaf + types if leaf and "serialization" not in schema else ()
 
 
 class StateKey(Generic[T]):
