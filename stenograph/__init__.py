@@ -7,9 +7,11 @@ and a post-sampling phase after each response, chosen and configured in preset f
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING``: importing typing costs start-up time
 if TYPE_CHECKING:
+    from typing import Any
+
     from .engine.clock import ManualClock
     from .engine.context import PostSamplingCall, PreCallCall
     from .engine.engine import Engine, Slot

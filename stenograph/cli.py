@@ -10,12 +10,14 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .engine.errors import StenographError
 
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` (see ``stenograph/__init__.py``)
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console
     from rich.table import Table
 

@@ -299,9 +299,7 @@ def _marker_legend(markers: list[Marker]) -> list[tuple[str, str]]:
 # --- the page --------------------------------------------------------------------------------
 
 
-def _figure(
-    name: str, title: str, caption: str, chart: str, legend: list[tuple[str, str]]
-) -> str:
+def _figure(name: str, title: str, caption: str, chart: str, legend: list[tuple[str, str]]) -> str:
     keys = "".join(
         f'<span class="key"><span class="swatch" style="background:{color}"></span>'
         f"{escape(name)}</span>"

@@ -8,11 +8,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .engine.errors import StenographError
 
+TYPE_CHECKING = False  # ``typing.TYPE_CHECKING`` (see ``stenograph/__init__.py``)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .cli import Commands
     from .stores import Store
 

@@ -154,10 +154,7 @@ class Economics:
 def view_json(calls: list[CallCost]) -> dict[str, Any]:
     """``{"calls": [...], "totals": {...}}`` of one view."""
     rows = [call.to_json() for call in calls]
-    totals: dict[str, int | float] = {
-        key: sum(row[key] for row in rows)
-        for key in TOTAL_KEYS
-    }
+    totals: dict[str, int | float] = {key: sum(row[key] for row in rows) for key in TOTAL_KEYS}
     totals["cost"] = round(float(totals["cost"]), 6)
     return {"calls": rows, "totals": totals}
 
