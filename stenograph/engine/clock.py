@@ -38,6 +38,14 @@ NUMBERS = (int, float)  # the types an epoch number may have (not bool)
 
 def parse_timestamp(value: object) -> float | None:
     """ISO-8601 string or epoch number -> epoch seconds; anything else -> None."""
+    if type(value) is str:  # the usual, as written: taken whole when it names its zone
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is not None:
+                return parsed.timestamp()
     if isinstance(value, bool):
         return None
     if isinstance(value, NUMBERS):

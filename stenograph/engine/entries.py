@@ -270,16 +270,20 @@ def _walk_copy(value: Any) -> Any:
 def _usage(value: Any) -> dict[str, int] | None:
     if value is None:
         return None
-    if hasattr(value, "model_dump"):
-        value = value.model_dump()
-    if not isinstance(value, dict):
-        return None
+    if type(value) is not dict:  # a plain dict (a journal's) has no model_dump
+        if hasattr(value, "model_dump"):
+            value = value.model_dump()
+        if not isinstance(value, dict):
+            return None
     split = value.get("cache_creation")
     flat = {**value, **split} if isinstance(split, dict) else value
     usage = {}
     for key in _ALL_USAGE_KEYS:
         number = flat.get(key)
-        if isinstance(number, NUMBERS) and not isinstance(number, bool) and number >= 0:
+        if type(number) is int:  # the usual: checked in one step
+            if number >= 0:
+                usage[key] = number
+        elif isinstance(number, NUMBERS) and not isinstance(number, bool) and number >= 0:
             usage[key] = int(number)
     return usage or None
 
@@ -289,16 +293,10 @@ def entry_from_record(record: dict[str, Any]) -> Entry:
     not copied; a record of the wrong shape raises ``EntryError``."""
     role = _role(record, "an entry record")
     content, uses, results = _content(record.get("content"), True)
+    usage = _usage(record.get("usage")) if role == "assistant" else None
     meta = record.get("meta")
-    entry = Entry(
-        role,
-        content,
-        "",
-        None,
-        usage=_usage(record.get("usage")) if role == "assistant" else None,
-        _meta=meta if isinstance(meta, dict) and meta else None,
-        tool_use_ids=uses,
-        tool_result_ids=results,
-    )
+    meta = meta if isinstance(meta, dict) and meta else None
+    # every field given by position: keywords would double the cost of building it
+    entry = Entry(role, content, "", None, -1, usage, False, None, None, meta, uses, results)
     _stamp(entry, record)
     return entry

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol
 
 ROLES = ("user", "assistant")
 THINKING = ("thinking", "redacted_thinking")
+_EMPTY_TEXT = "text is empty or whitespace only"
 _THINKING_KEYS = {"thinking": ("thinking", "signature"), "redacted_thinking": ("data",)}
 
 
@@ -43,29 +44,28 @@ class IdsView(Protocol):
 
 def message_ids(message: dict[str, Any]) -> MessageIds:
     """The role, tool_use ids, tool_result ids and content problems of a request message."""
-    uses, results, problems = [], [], []
     role = message.get("role")
     content = message.get("content")
     if isinstance(content, str):
-        if not content.strip():
-            problems.append("text is empty or whitespace only")
-    elif isinstance(content, list) and content:
-        for number, block in enumerate(content):
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "tool_use":
-                uses.append(block.get("id"))
-            elif kind == "tool_result":
-                results.append(block.get("tool_use_id"))
-            elif kind == "text":
-                text = block.get("text")
-                if not isinstance(text, str) or not text.strip():
-                    problems.append(f"block {number}: text block is empty or whitespace only")
-            elif kind in THINKING:
-                problems.extend(_thinking_problems(block, number, role))
-            elif kind is None:
-                problems.append(f"block {number}: not a content block")
-    else:
-        problems.append("content is empty" if content in ([], "") else "content is missing")
+        return MessageIds(role, (), (), () if content.strip() else (_EMPTY_TEXT,))
+    if not isinstance(content, list) or not content:
+        missing = "content is empty" if content in ([], "") else "content is missing"
+        return MessageIds(role, (), (), (missing,))
+    uses, results, problems = [], [], []
+    for number, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_result":
+            results.append(block.get("tool_use_id"))
+        elif kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str) or not text.strip():
+                problems.append(f"block {number}: text block is empty or whitespace only")
+        elif kind == "tool_use":
+            uses.append(block.get("id"))
+        elif kind in THINKING:
+            problems.extend(_thinking_problems(block, number, role))
+        elif kind is None:
+            problems.append(f"block {number}: not a content block")
     return MessageIds(role, tuple(uses), tuple(results), tuple(problems))
 
 

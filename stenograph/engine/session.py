@@ -33,6 +33,7 @@ from .tokens import encoding
 
 if TYPE_CHECKING:
     from ..stores.base import Lease, Notes, SessionStorage, Store
+    from ..stores.folder import FolderStorage
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -680,9 +681,12 @@ class Session:
         if self._store is None:
             return
         with paused_gc():
-            records, self._position = self._store.read(0)
-            for record in records:
-                self._apply(record)
+            if self.folder is not None:  # each record applied as soon as it is parsed
+                self._position = cast("FolderStorage", self._store).replay(0, self._apply)
+            else:
+                records, self._position = self._store.read(0)
+                for record in records:
+                    self._apply(record)
         self._host_known = len(self.history)
         state, problem, self._state_version = self._store.load_state()
         if problem:

@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,9 @@ STATE_VERSION = 1
 JOURNAL_BYTES = "journalBytes"
 MAX_JSON_DEPTH = 200  # deeper content is checked by encoding it
 _BIGGEST_INT = 10**4000  # str() of a longer int is refused (sys.get_int_max_str_digits)
+BLANK = " \t\n\r\v\f"  # what ``bytes.strip`` takes off (``str.strip`` takes more)
+# json.loads's own parser, without its layers
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def check_session_id(session_id: str) -> str:
@@ -49,6 +52,21 @@ def encode_record(record: dict[str, Any]) -> bytes:
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError included
         body = record.get("entry", record)
         raise EntryError(f"{json_problem(body)} ({type(exc).__name__})") from None
+
+
+def parse_line(line: str) -> Any:
+    """``json.loads(line)`` of a journal line (an object, then its line end at most),
+    read straight by the parser; any other line goes through ``json.loads`` itself, so a
+    bad one fails as it would there."""
+    if line[0] == "{":
+        try:
+            value, end = _scan(line, 0)
+        except (StopIteration, ValueError, RecursionError):
+            pass
+        else:
+            if end == len(line) or (end == len(line) - 1 and line[end] == "\n"):
+                return value
+    return json.loads(line)
 
 
 def check_json(record: dict[str, Any]) -> None:

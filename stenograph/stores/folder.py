@@ -5,11 +5,12 @@ several processes on one host share a session safely."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from filelock import FileLock
 
 from ..engine.files import atomic_write, private_dir
 from ..engine.notes import MAX_NOTES_CHARS
-from ..engine.store import SessionStore, check_session_id, encode_record, log
+from ..engine.store import BLANK, SessionStore, check_session_id, encode_record, log, parse_line
 from .base import (
     CallEnd,
     Lease,
@@ -131,7 +132,7 @@ class FolderStorage(SessionStore):
                 fresh.append(line)
                 kept.append(record)
                 if uuids is not None:
-                    index_uuids(uuids, [record])
+                    index_uuid(uuids, record)
             if fresh:
                 self.write(b"".join(fresh))
                 if uuids is None:
@@ -143,36 +144,46 @@ class FolderStorage(SessionStore):
 
     def read(self, after: int) -> tuple[list[dict[str, Any]], int]:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
+        records: list[dict[str, Any]] = []
+        return records, self.replay(after, records.append)
+
+    def replay(self, after: int, apply: Callable[[dict[str, Any]], object]) -> int:
+        """:meth:`read`, each record handed to ``apply`` as soon as it is parsed (none
+        are held: what is applied while its line is fresh costs less); the position
+        after them."""
+        index = after == self._indexed  # the stored uuids follow what is read
         try:
             with self._locked(), self.journal_path.open("rb") as handle:
                 handle.seek(after)
                 # whole lines, under the lock (a line without its end is torn), parsed as
                 # they are read: the journal is never held in memory at once
-                records = self._parse(handle)
+                lines = io.TextIOWrapper(handle, "utf-8", "replace", newline="\n")
+                for record in self._parse(lines):
+                    if index:
+                        index_uuid(self._uuids, record)
+                    apply(record)
                 end = handle.tell()
+                lines.detach()  # the handle is closed by its own block
         except FileNotFoundError:
-            return [], 0
-        if after == self._indexed:
-            index_uuids(self._uuids, records)
+            return 0
+        if index:
             self._indexed = end
-        return records, end
+        return end
 
-    def _parse(self, lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    def _parse(self, lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         """The journal records of ``lines``; a corrupt line is skipped with a warning."""
-        records = []
         for line in lines:
-            if not line.strip():
+            if line[0] != "{" and not line.strip(BLANK):
                 continue
             try:
-                record = json.loads(line.decode("utf-8", errors="replace"))
+                record = parse_line(line)
             except (ValueError, RecursionError) as exc:
                 log.warning(
                     "%s: skipped a corrupt journal line (%s)", self.journal_path, type(exc).__name__
                 )
                 continue
             if isinstance(record, dict) and "op" in record:
-                records.append(record)
-        return records
+                yield record
 
     def position(self) -> int:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
@@ -339,19 +350,24 @@ class FolderStore:
 
 
 def index_uuids(uuids: dict[str, None], records: list[dict[str, Any]]) -> None:
-    """Follow ``records`` in the ordered set of stored entry uuids: an append adds its
-    entry's, a truncate frees those of the entries it removed (their names are reusable)."""
+    """Follow ``records`` in the ordered set of stored entry uuids (see :func:`index_uuid`)."""
     for record in records:
-        uuid = _entry_uuid(record)
-        if uuid is not None:
-            uuids[uuid] = None
-        elif record.get("op") == "truncate":
-            after = record.get("after")
-            if after is not None and after not in uuids:
-                continue
-            order = list(uuids)
-            for gone in order[order.index(after) + 1 if after is not None else 0 :]:
-                del uuids[gone]
+        index_uuid(uuids, record)
+
+
+def index_uuid(uuids: dict[str, None], record: dict[str, Any]) -> None:
+    """Follow ``record`` in the ordered set of stored entry uuids: an append adds its
+    entry's, a truncate frees those of the entries it removed (their names are reusable)."""
+    uuid = _entry_uuid(record)
+    if uuid is not None:
+        uuids[uuid] = None
+    elif record.get("op") == "truncate":
+        after = record.get("after")
+        if after is not None and after not in uuids:
+            return
+        order = list(uuids)
+        for gone in order[order.index(after) + 1 if after is not None else 0 :]:
+            del uuids[gone]
 
 
 def _entry_uuid(record: dict[str, Any]) -> str | None:
