@@ -37,31 +37,28 @@ NUMBERS = (int, float)  # the types an epoch number may have (not bool)
 
 
 def parse_timestamp(value: object) -> float | None:
-    """ISO-8601 string or epoch number -> epoch seconds; anything else -> None."""
-    if type(value) is str:  # the usual, as written: taken whole when it names its zone
+    """ISO-8601 string (UTC when it names no zone) or epoch number -> epoch seconds;
+    anything else -> None."""
+    if isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value)
+            return _iso_seconds(value)  # the usual, as written: parsed once
         except ValueError:
             pass
-        else:
-            if parsed.tzinfo is not None:
-                return parsed.timestamp()
-    if isinstance(value, bool):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            return _iso_seconds(text) if text else None
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, NUMBERS):
         return None
-    if isinstance(value, NUMBERS):
-        return float(value) if math.isfinite(value) else None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+    return float(value) if math.isfinite(value) else None
+
+
+def _iso_seconds(text: str) -> float:
+    parsed = datetime.fromisoformat(text)
+    return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).timestamp()
 
 
 def format_timestamp(epoch: float) -> str:

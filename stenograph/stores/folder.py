@@ -136,7 +136,8 @@ class FolderStorage(SessionStore):
             if fresh:
                 self.write(b"".join(fresh))
                 if uuids is None:
-                    index_uuids(self._uuids, kept)
+                    for record in kept:
+                        index_uuid(self._uuids, record)
                 else:
                     self._uuids = uuids
                 self._indexed = self._size
@@ -347,12 +348,6 @@ class FolderStore:
 
     def close(self) -> None:
         """Nothing is held open by the store itself."""
-
-
-def index_uuids(uuids: dict[str, None], records: list[dict[str, Any]]) -> None:
-    """Follow ``records`` in the ordered set of stored entry uuids (see :func:`index_uuid`)."""
-    for record in records:
-        index_uuid(uuids, record)
 
 
 def index_uuid(uuids: dict[str, None], record: dict[str, Any]) -> None:
