@@ -11,7 +11,9 @@ same synthetic history and then the same turns:
   while the background work they handed over runs) ``session.post_sampling``, on the
   ``default`` preset (forked-extraction offline, its background notes writer awaited
   between calls, untimed), ``state_dir=None``; the two timed parts are reported too;
-* ``inactivity-only``: the same on the ``inactivity-only`` preset.
+* ``inactivity-only``: the same on the ``inactivity-only`` preset;
+* ``no handlers``: the same on an empty preset: the engine's own share of the call (the
+  entries made, the request rendered and guarded, the phases run with no slot).
 
 What a session store adds per call is ``store_overhead.py``'s.
 
@@ -26,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchlib.engines import make_engine
+from benchlib.engines import engine_of, make_engine
 from benchlib.history import HistoryCache
 from benchlib.lanes import FloorLane, Lane, SessionLane, interleave
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
@@ -36,13 +38,16 @@ SIZES, QUICK_SIZES = (100, 1_000, 3_000, 10_000), (100, 1_000)
 CALLS, QUICK_CALLS = 300, 20
 FLOOR_TARGETS = {100: 3.0, 1_000: 3.0, 3_000: 2.0, 10_000: 2.0}  # default / floor
 SIZE_TARGET = 3.0  # cost(10,000) / cost(100)
-OURS = ("default", "inactivity-only")  # presets, in memory
+PRESETS = ("default", "inactivity-only")  # shipped presets, in memory
+OURS = (*PRESETS, "no handlers")  # and an empty preset: the engine's own share
 
 
 def lanes_at(size: int, scratch: Path) -> list[Lane]:
     """The floor and our lanes at one size, on one shared history."""
     histories = HistoryCache()
-    ours = [SessionLane(p, size, histories, engine=make_engine(p, scratch)) for p in OURS]
+    engines = {p: make_engine(p, scratch) for p in PRESETS}
+    engines["no handlers"] = engine_of("no-handlers", {})
+    ours = [SessionLane(p, size, histories, engine=engine) for p, engine in engines.items()]
     return [FloorLane("floor", size, histories), *ours]
 
 

@@ -123,6 +123,45 @@ def test_the_guard_checks_only_what_changed_but_misses_nothing(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        (answer("b", "a"), ()),  # answered out of order: the API takes it
+        (
+            answer("a", "old"),
+            (
+                "message 61: tool_use b has no tool_result after it",
+                "message 62: tool_result old answers no tool_use of message 61",
+            ),
+        ),
+        (
+            Q,
+            (
+                "message 61: tool_use a has no tool_result after it",
+                "message 61: tool_use b has no tool_result after it",
+            ),
+        ),
+        (answer("a", "a", "b"), ("message 62: tool_use a answered twice",)),
+    ],
+    ids=["out of order", "an older call's id", "left unanswered", "answered twice"],
+)
+def test_the_incremental_guard_finds_exactly_what_the_whole_check_does(tmp_path, reply, expected):
+    """After many clean calls (each checked only where it changed), a reply that breaks
+    the pairing is found, and one that only looks unusual is not refused."""
+    session = open_session(False, tmp_path)
+    session.append(Q)
+    for n in range(30):
+        session.pre_call(model="m")
+        session.post_sampling(use(f"t{n}"))
+        session.append(answer(f"t{n}"))
+    session.post_sampling(use("a", "b"))
+    session.append(reply)
+    request = session.pre_call(model="m")
+    violations = [e for e in session.events if isinstance(e, stenograph.RequestViolation)]
+    assert tuple(p for e in violations for p in e.problems) == expected
+    assert tuple(stenograph.check_request(request["messages"])) == expected
+
+
 def test_the_local_api_server_refuses_what_the_guard_reports(messages_server, anthropic_client):
     """The test server answers 400 like the API for a request the guard reports."""
     messages_server.script()

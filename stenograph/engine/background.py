@@ -25,13 +25,14 @@ class Pool:
     def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
         self.idle_seconds = idle_seconds
         self._tasks: deque[Callable[[], object]] = deque()
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # ``run`` takes it directly (see ``Worker``)
+        self._cond = threading.Condition(self._lock)
         self._idle = 0
         self.threads: set[threading.Thread] = set()
 
     def run(self, task: Callable[[], object]) -> None:
         """Queue ``task`` for the next free thread."""
-        with self._cond:
+        with self._lock:
             self._tasks.append(task)
             if self._idle >= len(self._tasks):
                 self._cond.notify()
@@ -60,7 +61,8 @@ class Pool:
 
     def _after_fork(self) -> None:
         """In a forked child no thread of the parent runs: start from none."""
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._idle = 0
         self.threads = set()
 
@@ -77,13 +79,14 @@ class Worker:
         self._pool = pool
         self._jobs: deque[Callable[[], object]] = deque()
         self._active = False  # a drain is queued or running
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # taken directly on the call path: Condition's
+        self._cond = threading.Condition(self._lock)  # own __enter__ is a Python call
 
     def submit(self, job: Callable[[], object], wake: bool = True) -> None:
         """Queue ``job``; it runs after the jobs submitted before it. ``wake`` False: it
         waits for the next :meth:`kick` (or a waking submit, or :meth:`wait`), so that a
         call's path hands no thread work while the host waits on it."""
-        with self._cond:
+        with self._lock:
             self._jobs.append(job)
             if self._active or not wake:
                 return
@@ -97,7 +100,7 @@ class Worker:
 
     def kick(self) -> None:
         """Start running the queued jobs (nothing happens when none waits or they run)."""
-        with self._cond:
+        with self._lock:
             if self._active or not self._jobs:
                 return
             self._active = True
