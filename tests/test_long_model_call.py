@@ -1,18 +1,23 @@
-"""A model call longer than ``lease_seconds`` loses nothing: the call's lease is taken up
-again at post-sampling when nobody held it meanwhile, and only a worker that did go ahead
-with the session makes the late response ``LeaseLost``."""
+"""A model call longer than ``lease_seconds`` loses nothing: the call's lease is renewed
+while the model call runs (up to ``call_seconds``), so no other worker takes the session
+meanwhile; past ``call_seconds`` it lapses, is taken up again at post-sampling when nobody
+held it meanwhile, and only a worker that did go ahead with the session makes the late
+response ``LeaseLost``."""
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
 import pytest
 
 import stenograph
-from stenograph.stores import LeaseLost
+from stenograph.stores import CALL, LeaseLost, open_store
+from stenograph.stores.renewal import KEEPER
 
 LEASE = 0.3  # seconds; the "model call" below outlasts it
+ELSEWHERE = "another-host:1:worker"  # a worker on another machine (it cannot see our pid)
 
 
 @pytest.fixture
@@ -22,8 +27,70 @@ def engine(tmp_path: Path) -> stenograph.Engine:
     return stenograph.Engine.from_preset(path)
 
 
+def taken_elsewhere(store_url: str, session_id: str) -> bool:
+    """Whether a worker on another machine gets the session's call lease now (given back
+    at once when it does)."""
+    storage = open_store(store_url).session(session_id)
+    lease = storage.acquire(CALL, ELSEWHERE, 5.0)
+    if lease is not None:
+        storage.release(lease)
+    return lease is not None
+
+
+def test_a_long_model_call_keeps_the_session_from_other_workers(engine, store_url):
+    session = engine.open_session("kept", store=store_url, lease_seconds=LEASE)
+    session.append({"role": "user", "content": "write the report"})
+    session.pre_call(model="m")
+    time.sleep(LEASE * 4)  # a model call four leases long
+    assert not taken_elsewhere(store_url, "kept")
+    session.post_sampling({"role": "assistant", "content": "the report"})
+    assert taken_elsewhere(store_url, "kept")  # the call's end gave it up
+    time.sleep(LEASE / 2)
+    assert not KEEPER.kept(session)  # dropped at its next turn
+    session.close()
+    again = engine.open_session("kept", store=store_url)
+    assert [e.content for e in again.history] == ["write the report", "the report"]
+    again.close()
+
+
+def test_keeping_ends_with_call_seconds(engine, store_url):
+    session = engine.open_session(
+        "bounded", store=store_url, lease_seconds=LEASE, call_seconds=LEASE
+    )
+    session.append({"role": "user", "content": "q"})
+    session.pre_call(model="m")
+    time.sleep(LEASE * 4)
+    assert taken_elsewhere(store_url, "bounded")  # the lease lapsed after call_seconds
+    with pytest.raises(LeaseLost, match="another worker"):  # which went ahead meanwhile
+        session.post_sampling({"role": "assistant", "content": "a"})
+    session.close()
+
+
+def test_a_released_call_is_not_kept(engine, store_url):
+    session = engine.open_session("released", store=store_url, lease_seconds=LEASE)
+    session.append({"role": "user", "content": "q"})
+    session.pre_call(model="m")
+    session.release()  # the model call failed
+    assert taken_elsewhere(store_url, "released")
+    time.sleep(LEASE)
+    assert not KEEPER.kept(session)
+    session.close()
+
+
+def test_an_abandoned_session_is_not_kept(engine, store_url):
+    session = engine.open_session("abandoned", store=store_url, lease_seconds=LEASE)
+    session.append({"role": "user", "content": "q"})
+    session.pre_call(model="m")
+    del session
+    gc.collect()
+    time.sleep(LEASE * 2)
+    assert taken_elsewhere(store_url, "abandoned")
+
+
 def test_a_response_after_the_lease_expired_is_kept(engine, store_url):
-    session = engine.open_session("long", store=store_url, lease_seconds=LEASE)
+    session = engine.open_session(
+        "long", store=store_url, lease_seconds=LEASE, call_seconds=LEASE / 2
+    )
     session.append({"role": "user", "content": "write the report"})
     session.pre_call(model="m")
     time.sleep(LEASE * 3)  # a long model call; no other worker wants the session
@@ -47,7 +114,9 @@ def overtaken(
 ) -> tuple[stenograph.Session, stenograph.Session]:
     """A session whose model call outlasted its lease while another worker took the lease
     and appended to the session (the journal moved on); both sessions."""
-    slow = engine.open_session("raced", store=store_url, lease_seconds=LEASE)
+    slow = engine.open_session(
+        "raced", store=store_url, lease_seconds=LEASE, call_seconds=LEASE / 2
+    )
     slow.append({"role": "user", "content": "first question"})
     slow.pre_call(model="m")
     time.sleep(LEASE * 2)

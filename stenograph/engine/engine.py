@@ -21,7 +21,7 @@ from .events import Event, HandlerFailed
 from .handler import Handler
 from .hooks import check_hook
 from .presets import Preset, SlotSpec, load_preset
-from .session import LEASE_SECONDS, MAX_EVENTS, WAIT_SECONDS, Session
+from .session import CALL_SECONDS, LEASE_SECONDS, MAX_EVENTS, WAIT_SECONDS, Session
 from .settings import ResolvedSettings, SettingsResolver, env_prefix, env_warnings
 from .state import HandlerState, StateKey
 from .telemetry import Telemetry
@@ -129,13 +129,15 @@ class Engine:
         lease_seconds: float = LEASE_SECONDS,
         wait_seconds: float = WAIT_SECONDS,
         max_events: int | None = MAX_EVENTS,
+        call_seconds: float = CALL_SECONDS,
     ) -> Session:
         """Open (or reopen, with its saved history and state) the session ``session_id``.
         ``store`` is a store URL (``file:DIR``, ``sqlite:///path.db``, ``postgresql://…``,
         ``redis://…``) or a :class:`~stenograph.stores.Store`; without one, ``state_dir``
         names the folder store (``None`` keeps everything in memory). A call holds the
-        session's lease for up to ``lease_seconds``; another worker waits up to
-        ``wait_seconds`` for it, then gets ``SessionBusy``. ``services`` add to the
+        session's lease for up to ``lease_seconds``, renewed during a model call of up to
+        ``call_seconds``; another worker waits up to ``wait_seconds`` for it, then gets
+        ``SessionBusy``. ``services`` add to the
         engine's; ``on_event`` is called with every event as it is recorded (on the thread
         that records it); ``session.events`` keeps the newest ``max_events`` of them
         (``None``: every one)."""
@@ -150,6 +152,7 @@ class Engine:
             lease_seconds=lease_seconds,
             wait_seconds=wait_seconds,
             max_events=max_events,
+            call_seconds=call_seconds,
         )
 
     def implements(self, hook_name: str) -> bool:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 LEASE_SECONDS = 120.0
 WAIT_SECONDS = 30.0
+CALL_SECONDS = 600.0  # the longest model call whose lease is kept (the SDK's own timeout)
 
 log = logging.getLogger("stenograph.engine.session")
 CLOSE_WAIT_SECONDS = 15.0
@@ -62,6 +63,7 @@ class Session:
         lease_seconds: float = LEASE_SECONDS,
         wait_seconds: float = WAIT_SECONDS,
         max_events: int | None = MAX_EVENTS,
+        call_seconds: float = CALL_SECONDS,
     ) -> None:
         from ..stores import open_store
         from ..stores.base import new_owner
@@ -98,9 +100,11 @@ class Session:
         self._store: SessionStorage | None = self.store.session(self.id) if self.store else None
         self.folder = self._store.folder if isinstance(self._store, FolderStorage) else None
         self.lease_seconds, self.wait_seconds = lease_seconds, wait_seconds
+        self.call_seconds = call_seconds
         self._owner = new_owner()
         self._lease: Lease | None = None
         self._lease_at = 0.0  # when the lease was taken or last extended (monotonic)
+        self._keep_until = 0.0  # the call lease is kept alive until then (monotonic)
         self._position = 0  # the journal position this session has applied up to
         self._state_version = 0
         self._host_known = 0  # entries the host was shown at the end of the last call
@@ -246,6 +250,8 @@ class Session:
         """Run the pre-call phase; return the request for ``client.messages.create``."""
         with self._lock:
             self.begin(renew=True)
+            if self._store is not None:
+                self._keep_call_lease()
             call = PreCallCall(
                 session=self,
                 now=self.clock(),
@@ -624,6 +630,46 @@ class Session:
             lease, self._lease = self._lease, None
             raise lease_lost(lease, self._store.location, "another worker took the lease over")
         self._lease, self._lease_at = renewed, time.monotonic()
+
+    def _keep_call_lease(self) -> None:
+        """Have the keeper renew the call lease while the model call runs (up to
+        ``call_seconds``), so that no other worker takes the session meanwhile."""
+        from ..stores.renewal import KEEPER
+
+        self._keep_until = time.monotonic() + self.call_seconds
+        KEEPER.keep(self, self._lease_at + self.lease_seconds / 3)
+
+    def _keep_lease(self) -> float | None:
+        """Renew the call lease (on the keeper's thread); when to renew it next, or None
+        once keeping ends: the lease given up or lost, the session closed, or the call
+        longer than ``call_seconds`` (the lease then lapses; see :meth:`begin`)."""
+        from ..stores.renewal import extend
+
+        with self._lock:
+            lease, now = self._lease, time.monotonic()
+            if lease is None or self._closed or self._store is None or now > self._keep_until:
+                return None
+            try:
+                renewed = extend(self._store, lease, self.lease_seconds)
+            except Exception as exc:  # a store briefly unreachable: tried again next time
+                log.warning(
+                    "session %s: renewing the call lease failed (%s: %s)",
+                    self.id,
+                    type(exc).__name__,
+                    exc,
+                )
+                return now + self.lease_seconds / 3
+            if renewed is None:
+                log.warning(
+                    "session %s: the call lease (epoch %d) was lost during the model call"
+                    " (expired or taken over); the response will be refused if another"
+                    " worker went ahead",
+                    self.id,
+                    lease.epoch,
+                )
+                return None
+            self._lease, self._lease_at = renewed, time.monotonic()
+            return self._lease_at + self.lease_seconds / 3
 
     def _catch_up(self) -> None:
         """Apply what was stored since this session last looked (journal, then state)."""

@@ -1,6 +1,7 @@
-"""A lease kept alive while long work holds it (a notes fork may outlast ``lease_seconds``):
-renewed from a background thread every third of its time until the work ends; once it is
-lost (expired or taken over), renewing stops and fencing refuses the work's writes.
+"""A lease kept alive while long work holds it (a notes fork, or a model call, may outlast
+``lease_seconds``): renewed from a background thread every third of its time until the work
+ends; once it is lost (expired or taken over), renewing stops and fencing refuses the work's
+writes.
 
 Every store may be used from that thread: the folder store serializes on a file lock each
 thread opens for itself, the SQL stores share one connection under the store's lock
@@ -9,13 +10,18 @@ from a thread-safe pool."""
 
 from __future__ import annotations
 
+import heapq
 import logging
+import os
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..engine.session import Session
     from .base import Lease, SessionStorage
 
 log = logging.getLogger("stenograph.stores.renewal")
@@ -91,3 +97,76 @@ def kept_alive(storage: SessionStorage, lease: Lease, seconds: float) -> Iterato
     finally:
         stop.set()
         thread.join()
+
+
+class Keeper:
+    """One thread per process renewing the call leases of sessions whose model call is
+    running (registered at pre-call by :meth:`keep`), every third of their
+    ``lease_seconds``, until the session gives the lease up, is closed or dropped, or its
+    ``call_seconds`` are over. The thread starts at the first :meth:`keep`; a keep is a
+    heap push (no walk over the sessions kept)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._kept: dict[int, tuple[weakref.ref[Session], float]] = {}  # id -> (ref, due)
+        self._heap: list[tuple[float, int]] = []  # (due, id); stale when _kept differs
+        self._thread: threading.Thread | None = None
+
+    def keep(self, session: Session, due: float) -> None:
+        """Renew ``session``'s call lease from ``due`` (monotonic seconds) on."""
+        key = id(session)
+        with self._cond:
+            sooner = not self._heap or due < self._heap[0][0]
+            self._kept[key] = (weakref.ref(session), due)
+            heapq.heappush(self._heap, (due, key))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="stenograph-call-leases", daemon=True
+                )
+                self._thread.start()
+            elif sooner:
+                self._cond.notify()
+
+    def kept(self, session: Session) -> bool:
+        """Whether ``session``'s call lease is being kept."""
+        with self._cond:
+            held = self._kept.get(id(session))
+            return held is not None and held[0]() is session
+
+    def _loop(self) -> None:
+        while True:
+            for key, ref in self._wait_due():
+                session = ref()
+                following = session._keep_lease() if session is not None else None
+                if following is not None:
+                    self._keep_again(key, ref, following)
+
+    def _wait_due(self) -> list[tuple[int, weakref.ref[Session]]]:
+        """The sessions due now, taken out (waiting until one is)."""
+        with self._cond:
+            while True:
+                heap, now, due = self._heap, time.monotonic(), []
+                while heap and heap[0][0] <= now:
+                    at, key = heapq.heappop(heap)
+                    held = self._kept.get(key)
+                    if held is not None and held[1] == at:
+                        del self._kept[key]
+                        due.append((key, held[0]))
+                if due:
+                    return due
+                self._cond.wait(heap[0][0] - now if heap else None)
+
+    def _keep_again(self, key: int, ref: weakref.ref[Session], due: float) -> None:
+        """Renew again at ``due``, unless a newer :meth:`keep` came meanwhile."""
+        with self._cond:
+            if key not in self._kept:
+                self._kept[key] = (ref, due)
+                heapq.heappush(self._heap, (due, key))
+
+    def _after_fork(self) -> None:
+        """In a forked child the parent's thread does not run, nor its calls."""
+        self.__init__()  # type: ignore[misc]
+
+
+KEEPER = Keeper()
+os.register_at_fork(after_in_child=KEEPER._after_fork)
