@@ -98,6 +98,17 @@ def hold_then_write(url: str, ready: Any, result: Any) -> None:
     result.send(outcome)
 
 
+def long_model_call(url: str, lease: float, started: Any, seconds: float) -> None:
+    """One call whose model call lasts ``seconds`` (several of its ``lease`` seconds)."""
+    session = engine().open_session("long", store=url, lease_seconds=lease)
+    session.append({"role": "user", "content": "write the report"})
+    session.pre_call(model="m")
+    started.set()
+    time.sleep(seconds)
+    session.post_sampling({"role": "assistant", "content": "the report"})
+    session.close()
+
+
 def _entry(uuid: str) -> dict[str, Any]:
     return {"op": "append", "entry": {"uuid": uuid, "role": "user", "content": uuid, "time": 0}}
 

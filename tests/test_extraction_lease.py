@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 import store_workers
+from framework_agents import require_extra
 
 from stenograph.handlers.forked_extraction import ExtractionFailed, ForkedExtraction
 from stenograph.stores import open_store
@@ -62,6 +63,12 @@ def test_a_fork_longer_than_the_lease_keeps_it_and_runs_the_next_request_after(
 def test_a_job_in_a_pool_process_renews_the_lease_there(tmp_path, monkeypatch):
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
         held_past_the_lease(f"file:{tmp_path / 'store'}", monkeypatch, pool)
+
+
+def test_a_job_on_a_dask_cluster_renews_the_lease_there(store_url, monkeypatch):
+    require_extra("distributed", "dask")
+    with store_workers.worker_executor("dask") as executor:  # two threads: both jobs run
+        held_past_the_lease(store_url, monkeypatch, executor)
 
 
 def held_past_the_lease(store_url: str, monkeypatch, executor) -> None:

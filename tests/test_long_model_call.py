@@ -7,13 +7,17 @@ response ``LeaseLost``."""
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
+import store_workers
 
 import stenograph
-from stenograph.stores import CALL, LeaseLost, open_store
+from stenograph.stores import CALL, LeaseLost, SessionBusy, open_store
 from stenograph.stores.renewal import KEEPER
 
 LEASE = 0.3  # seconds; the "model call" below outlasts it
@@ -51,6 +55,44 @@ def test_a_long_model_call_keeps_the_session_from_other_workers(engine, store_ur
     again = engine.open_session("kept", store=store_url)
     assert [e.content for e in again.history] == ["write the report", "the report"]
     again.close()
+
+
+def long_call_elsewhere(store_url: str) -> multiprocessing.process.BaseProcess:
+    """A worker process in a model call five leases long (started and under way)."""
+    started = multiprocessing.get_context("fork").Event()
+    worker = multiprocessing.get_context("fork").Process(
+        target=store_workers.long_model_call, args=(store_url, LEASE, started, LEASE * 5)
+    )
+    worker.start()
+    assert started.wait(30)
+    time.sleep(LEASE * 2)  # past its lease
+    return worker
+
+
+def test_another_process_waits_for_a_long_model_call(engine, store_url):
+    worker = long_call_elsewhere(store_url)
+    other = engine.open_session("long", store=store_url, wait_seconds=LEASE)
+    with pytest.raises(SessionBusy):
+        other.append({"role": "user", "content": "are you done?"})
+    worker.join(30)
+    assert worker.exitcode == 0
+    other.append({"role": "user", "content": "are you done?"})  # the call ended: free
+    assert [e.content for e in other.history] == [
+        "write the report",
+        "the report",
+        "are you done?",
+    ]
+    other.close()
+
+
+def test_a_worker_killed_in_a_long_model_call_leaves_the_session_free(engine, store_url):
+    worker = long_call_elsewhere(store_url)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join(30)
+    other = engine.open_session("long", store=store_url, wait_seconds=LEASE * 2)
+    other.append({"role": "user", "content": "again"})  # its lease is not kept by anyone
+    assert [e.content for e in other.history] == ["write the report", "again"]
+    other.close()
 
 
 def test_keeping_ends_with_call_seconds(engine, store_url):
