@@ -470,3 +470,26 @@ def test_an_unknown_store_url_names_the_allowed_schemes():
         open_store("postgre://localhost/x")
     with pytest.raises(StoreError, match="sqlite:///relative/path.db"):
         open_store("sqlite://x.db")
+
+
+class WithoutClaim:
+    """A session storage written against an older protocol: everything but ``claim``."""
+
+    def __init__(self, storage):
+        self._storage = storage
+
+    def __getattr__(self, name):
+        if name == "claim":
+            raise AttributeError(name)
+        return getattr(self._storage, name)
+
+
+class OlderStore(stenograph.stores.FolderStore):
+    def session(self, session_id):
+        return WithoutClaim(super().session(session_id))
+
+
+def test_a_store_lacking_part_of_the_protocol_is_refused_when_opened(tmp_path):
+    engine = stenograph.Engine.from_preset("inactivity-only")
+    with pytest.raises(StoreError, match=r"\(WithoutClaim\) lacks claim; a SessionStorage has"):
+        engine.open_session("s", store=OlderStore(tmp_path))

@@ -66,7 +66,7 @@ class Session:
         call_seconds: float = CALL_SECONDS,
     ) -> None:
         from ..stores import open_store
-        from ..stores.base import new_owner
+        from ..stores.base import checked_storage, new_owner
         from ..stores.folder import FolderStorage
 
         self.engine = engine
@@ -97,7 +97,9 @@ class Session:
                 " Engine.from_preset): give the session a store, or build the engine"
                 " without executor="
             )
-        self._store: SessionStorage | None = self.store.session(self.id) if self.store else None
+        self._store: SessionStorage | None = (
+            checked_storage(self.store.session(self.id), self.store.url) if self.store else None
+        )
         self.folder = self._store.folder if isinstance(self._store, FolderStorage) else None
         self.lease_seconds, self.wait_seconds = lease_seconds, wait_seconds
         self.call_seconds = call_seconds

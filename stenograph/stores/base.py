@@ -199,6 +199,24 @@ class SessionStorage(Protocol):
         """Release what this object holds open."""
 
 
+def checked_storage(storage: SessionStorage, url: str) -> SessionStorage:
+    """``storage`` when it has every attribute of ``SessionStorage``, else a ``StoreError``
+    naming what it lacks (a store written against an older protocol fails when opened,
+    not at its first notes job)."""
+    wanted = [*SessionStorage.__annotations__, *_STORAGE_METHODS]
+    missing = [name for name in wanted if not hasattr(storage, name)]
+    if missing:
+        raise StoreError(
+            f"store {url!r}: its session storage ({type(storage).__qualname__}) lacks"
+            f" {', '.join(missing)}; a SessionStorage has {', '.join(wanted)}"
+            " (see stenograph.stores.base.SessionStorage)"
+        )
+    return storage
+
+
+_STORAGE_METHODS = [n for n, v in vars(SessionStorage).items() if callable(v) and n[0] != "_"]
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where sessions are kept, named by a URL."""
