@@ -65,6 +65,22 @@ def test_a_host_redaction_is_what_the_next_request_sends_also_after_a_restart(
     assert "hunter2" not in sent(api)
 
 
+def test_a_redaction_of_an_sdk_block_or_of_a_dict_in_place_is_what_is_sent(
+    tmp_path, api, anthropic_client
+):
+    session = engine().open_session("sdk", state_dir=tmp_path)
+    client = wrap(anthropic_client, session)
+    messages: list = []
+    converse(client, messages, "hello", "and then?")
+    blocks = messages[1]["content"]  # the SDK's TextBlock objects, as the host keeps them
+    blocks[0] = blocks[0].model_copy(update={"text": "[reply redacted]"})
+    messages[0]["content"] = "[question redacted]"  # a plain dict, changed in place
+    converse(client, messages, "go on")
+    assert "[reply redacted]" in sent(api) and "answer 1" not in sent(api)
+    assert "[question redacted]" in sent(api) and "hello" not in sent(api)
+    session.close()
+
+
 def test_another_conversation_of_the_same_shape_is_refused(tmp_path, api, anthropic_client):
     session = engine().open_session("o", state_dir=tmp_path)
     client = wrap(anthropic_client, session)
