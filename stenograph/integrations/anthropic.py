@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar, cast, overload
 
 import anthropic
@@ -137,13 +138,15 @@ class _AsyncMessages(_Base):
 
 
 class _StreamManager:
-    """Wraps ``MessageStreamManager``: the final message is appended on a clean exit."""
+    """Wraps ``MessageStreamManager``: the final message is appended on a clean exit; the
+    call's lease is given back when the stream cannot start or the block fails."""
 
     def __init__(self, manager: Any, session: Session) -> None:
         self._manager, self._session = manager, session
 
     def __enter__(self) -> Any:
-        self._stream = self._manager.__enter__()
+        with _released_on_failure(self._session):
+            self._stream = self._manager.__enter__()
         return self._stream
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
@@ -153,7 +156,9 @@ class _StreamManager:
             except BaseException:
                 self._manager.__exit__(None, None, None)
                 raise
-        return self._manager.__exit__(exc_type, exc, tb)
+            return self._manager.__exit__(None, None, None)
+        with _released_on_failure(self._session, always=True):
+            return self._manager.__exit__(exc_type, exc, tb)
 
 
 class _AsyncStreamManager:
@@ -167,8 +172,9 @@ class _AsyncStreamManager:
         request, transport = await messages._session.arun_phase(
             "pre_call", messages._prepare, self._kwargs
         )
-        self._manager = messages._client.messages.stream(**request, **transport)
-        self._stream = await self._manager.__aenter__()
+        with _released_on_failure(messages._session):
+            self._manager = messages._client.messages.stream(**request, **transport)
+            self._stream = await self._manager.__aenter__()
         return self._stream
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
@@ -179,7 +185,9 @@ class _AsyncStreamManager:
             except BaseException:
                 await self._manager.__aexit__(None, None, None)
                 raise
-        return await self._manager.__aexit__(exc_type, exc, tb)
+            return await self._manager.__aexit__(None, None, None)
+        with _released_on_failure(self._messages._session, always=True):
+            return await self._manager.__aexit__(exc_type, exc, tb)
 
 
 class _Accumulator:
@@ -223,24 +231,32 @@ class _Accumulator:
 
 
 class _Stream:
-    """Wraps ``Stream`` from ``create(stream=True)``: appended once ``message_stop`` passes."""
+    """Wraps ``Stream`` from ``create(stream=True)``: appended once ``message_stop`` passes;
+    the call's lease is given back when the stream fails or is left before it."""
 
     def __init__(self, stream: Any, session: Session) -> None:
         self._stream, self._session = stream, session
         self._accumulator = _Accumulator()
+        self._call = _Call(session)
 
     def __iter__(self) -> Iterator[Any]:
-        for event in self._stream:
-            final = self._accumulator.add(event)
-            if final is not None:
-                self._session.post_sampling(final)
-            yield event
+        try:
+            for event in self._stream:
+                final = self._accumulator.add(event)
+                if final is not None:
+                    self._call.end(final)
+                yield event
+        finally:
+            self._call.leave()
 
     def __enter__(self) -> _Stream:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        self._stream.close()
+        try:
+            self._stream.close()
+        finally:
+            self._call.leave()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -252,22 +268,63 @@ class _AsyncStream:
     def __init__(self, stream: Any, session: Session) -> None:
         self._stream, self._session = stream, session
         self._accumulator = _Accumulator()
+        self._call = _Call(session)
 
     async def __aiter__(self) -> AsyncIterator[Any]:
-        async for event in self._stream:
-            final = self._accumulator.add(event)
-            if final is not None:
-                await self._session.apost_sampling(final)
-            yield event
+        try:
+            async for event in self._stream:
+                final = self._accumulator.add(event)
+                if final is not None:
+                    await self._call.aend(final)
+                yield event
+        finally:
+            self._call.leave()
 
     async def __aenter__(self) -> _AsyncStream:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        await self._stream.close()
+        try:
+            await self._stream.close()
+        finally:
+            self._call.leave()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class _Call:
+    """A streamed call of ``session``: ended by its final message, or left (its lease given
+    back) when the stream fails or is dropped before it, unless a later call began since."""
+
+    def __init__(self, session: Session) -> None:
+        self._session, self._request = session, session.last_request
+        self._open = True
+
+    def end(self, final: dict[str, Any]) -> None:
+        self._open = False
+        self._session.post_sampling(final)
+
+    async def aend(self, final: dict[str, Any]) -> None:
+        self._open = False
+        await self._session.apost_sampling(final)
+
+    def leave(self) -> None:
+        if self._open and self._session.last_request is self._request:
+            self._open = False
+            self._session.release()
+
+
+@contextmanager
+def _released_on_failure(session: Session, always: bool = False) -> Iterator[None]:
+    """Give the call's lease back when the block fails (``always``: when it ends)."""
+    try:
+        yield
+    except BaseException:
+        session.release()
+        raise
+    if always:
+        session.release()
 
 
 def _set(usage: Any) -> dict[str, Any]:

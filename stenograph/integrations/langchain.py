@@ -120,7 +120,11 @@ class StenographMiddleware(AgentMiddleware):
         sent = _before(session, request)
         if sent is None:
             return handler(request)
-        response = handler(sent)
+        try:
+            response = handler(sent)
+        except BaseException:
+            session.release()  # the next call, from any worker, may go ahead
+            raise
         _after(session, response)
         return response
 
@@ -132,7 +136,11 @@ class StenographMiddleware(AgentMiddleware):
         sent = await session.arun_phase("pre_call", _before, session, request)
         if sent is None:
             return await handler(request)
-        response = await handler(sent)
+        try:
+            response = await handler(sent)
+        except BaseException:
+            await session.arun_phase("post_sampling", session.release)
+            raise
         await session.arun_phase("post_sampling", _after, session, response)
         return response
 
@@ -165,7 +173,9 @@ def _before(session: Session, request: ModelRequest) -> ModelRequest | None:
 
 def _after(session: Session, response: Any) -> None:
     message = _ai_message(response)
-    if message is not None:
+    if message is None:
+        session.release()  # no reply to append: the call ends here
+    else:
         session.post_sampling(response_to_anthropic(message))
 
 

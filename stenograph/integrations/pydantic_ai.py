@@ -62,7 +62,14 @@ from ..engine.engine import Engine
 from ..engine.session import Session
 from ..engine.state import StateKey
 from ..stores.base import Store
-from .framework import Message, ModelSettings, SessionPool, custom_headers, feed
+from .framework import (
+    Message,
+    ModelSettings,
+    SessionPool,
+    custom_headers,
+    feed,
+    session_id_for,
+)
 
 __all__ = [
     "Stenograph",
@@ -175,6 +182,16 @@ class Stenograph(AbstractCapability[Any]):
         if session is not None and exchange_of(session).fed:
             await session.arun_phase("post_sampling", _after, session, response)
         return response
+
+    async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> Any:
+        """The run failed (its model call, say) or was cancelled: the call's lease is given
+        back (the next call, from any worker, may go ahead), and the error goes on. (Not
+        ``on_model_request_error``: a capability having it makes the agent open streamed
+        requests early.)"""
+        session = self.pool.sessions.get(session_id_for(ctx.conversation_id or "default"))
+        if session is not None:
+            await session.arun_phase("post_sampling", session.release)
+        raise error
 
 
 @dataclass

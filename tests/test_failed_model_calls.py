@@ -1,0 +1,167 @@
+"""A model call that fails, or a stream the host leaves, gives the session's lease back at
+once, through every way in: ``wrap()`` (create, ``stream=True``, ``messages.stream``, sync
+and async), LangChain's middleware and pydantic-ai's capability. The lease is kept alive
+while a model call runs, so one not given back would hold other workers off for up to
+``call_seconds``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import anthropic
+import pytest
+from framework_agents import require_extra
+
+import stenograph
+from stenograph.integrations.anthropic import wrap
+from stenograph.stores import CALL, open_store
+from stenograph.testing import Reply
+
+ELSEWHERE = "another-host:1:worker"  # a worker on another machine (it cannot see our pid)
+ASK = [{"role": "user", "content": "hello"}]
+FAILS = Reply.error(500, "the model is down")
+
+
+def free(store: str, session_id: str = "s") -> bool:
+    """Whether a worker on another machine gets the session's call lease now."""
+    storage = open_store(store).session(session_id)
+    lease = storage.acquire(CALL, ELSEWHERE, 5.0)
+    if lease is not None:
+        storage.release(lease)
+    return lease is not None
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"file:{tmp_path / 'store'}"
+
+
+@pytest.fixture
+def session(store):
+    engine = stenograph.Engine.from_preset("inactivity-only")
+    with engine.open_session("s", store=store) as opened:
+        yield opened
+
+
+def test_a_failed_create_gives_the_lease_back(session, store, messages_server, anthropic_client):
+    messages_server.default = FAILS
+    with pytest.raises(anthropic.InternalServerError):
+        wrap(anthropic_client, session).messages.create(model="m", max_tokens=9, messages=ASK)
+    assert free(store)
+
+
+def test_a_stream_left_early_gives_the_lease_back(
+    session, store, messages_server, anthropic_client
+):
+    messages_server.default = Reply.text("a long answer")
+    client = wrap(anthropic_client, session)
+    with client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True) as events:
+        for _ in events:
+            break  # the host stops reading before message_stop
+    assert free(store)
+    assert [e.role for e in session.history] == ["user"]
+
+
+def test_a_stream_read_to_its_end_is_appended(session, store, messages_server, anthropic_client):
+    messages_server.default = Reply.text("the answer")
+    client = wrap(anthropic_client, session)
+    with client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True) as events:
+        for _ in events:
+            pass
+    assert free(store)
+    assert [e.role for e in session.history] == ["user", "assistant"]
+
+
+def test_a_failure_inside_messages_stream_gives_the_lease_back(
+    session, store, messages_server, anthropic_client
+):
+    messages_server.default = Reply.text("an answer")
+    client = wrap(anthropic_client, session)
+    with (
+        pytest.raises(RuntimeError, match="the host failed"),
+        client.messages.stream(model="m", max_tokens=9, messages=ASK),
+    ):
+        raise RuntimeError("the host failed")
+    assert free(store)
+
+
+def test_a_messages_stream_that_cannot_start_gives_the_lease_back(
+    session, store, messages_server, anthropic_client
+):
+    messages_server.default = FAILS
+    client = wrap(anthropic_client, session)
+    with (
+        pytest.raises(anthropic.InternalServerError),
+        client.messages.stream(model="m", max_tokens=9, messages=ASK) as stream,
+    ):
+        stream.get_final_message()
+    assert free(store)
+
+
+def test_async_failures_give_the_lease_back(session, store, messages_server):
+    client = wrap(
+        anthropic.AsyncAnthropic(api_key="k", base_url=messages_server.url, max_retries=0),
+        session,
+    )
+
+    async def calls() -> None:
+        messages_server.default = FAILS
+        with pytest.raises(anthropic.InternalServerError):
+            await client.messages.create(model="m", max_tokens=9, messages=ASK)
+        assert free(store)
+        with pytest.raises(anthropic.InternalServerError):
+            async with client.messages.stream(model="m", max_tokens=9, messages=ASK) as s:
+                await s.get_final_message()
+        assert free(store)
+        messages_server.default = Reply.text("an answer")
+        with pytest.raises(RuntimeError, match="the host failed"):
+            async with client.messages.stream(model="m", max_tokens=9, messages=ASK):
+                raise RuntimeError("the host failed")
+        assert free(store)
+        events = await client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True)
+        async with events:
+            async for _ in events:
+                break
+        assert free(store)
+
+    asyncio.run(calls())
+
+
+def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(store, messages_server):
+    require_extra("langchain", "langchain")
+    from langchain.agents import create_agent
+    from langchain_anthropic import ChatAnthropic
+
+    from stenograph.integrations.langchain import StenographMiddleware
+
+    messages_server.default = FAILS
+    middleware = StenographMiddleware("inactivity-only", store=store)
+    model = ChatAnthropic(model="m", base_url=messages_server.url, api_key="k", max_retries=0)
+    agent = create_agent(model, [], middleware=[middleware])
+    with pytest.raises(anthropic.InternalServerError):
+        agent.invoke({"messages": ASK}, {"configurable": {"thread_id": "s"}})
+    assert free(store)
+    middleware.close()
+
+
+def test_a_failed_model_call_in_a_pydantic_ai_agent_gives_the_lease_back(
+    store, messages_server
+):
+    require_extra("pydantic_ai", "pydantic-ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    from stenograph.integrations.pydantic_ai import Stenograph
+
+    messages_server.default = FAILS
+    capability = Stenograph("inactivity-only", store=store)
+    client = anthropic.AsyncAnthropic(api_key="k", base_url=messages_server.url, max_retries=0)
+    model = AnthropicModel("m", provider=AnthropicProvider(anthropic_client=client))
+    agent = Agent(model, capabilities=[capability])
+    with pytest.raises(ModelHTTPError):
+        agent.run_sync("hello", conversation_id="s")
+    assert free(store)
+    capability.close()
