@@ -128,7 +128,10 @@ def test_async_failures_give_the_lease_back(session, store, messages_server):
     asyncio.run(calls())
 
 
-def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(store, messages_server):
+@pytest.mark.parametrize("way", ["invoke", "ainvoke"])
+def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(
+    store, messages_server, way
+):
     require_extra("langchain", "langchain")
     from langchain.agents import create_agent
     from langchain_anthropic import ChatAnthropic
@@ -139,8 +142,12 @@ def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(store, me
     middleware = StenographMiddleware("inactivity-only", store=store)
     model = ChatAnthropic(model="m", base_url=messages_server.url, api_key="k", max_retries=0)
     agent = create_agent(model, [], middleware=[middleware])
+    run, config = ({"messages": ASK}, {"configurable": {"thread_id": "s"}})
     with pytest.raises(anthropic.InternalServerError):
-        agent.invoke({"messages": ASK}, {"configurable": {"thread_id": "s"}})
+        if way == "invoke":
+            agent.invoke(run, config)
+        else:
+            asyncio.run(agent.ainvoke(run, config))
     assert free(store)
     middleware.close()
 

@@ -647,6 +647,8 @@ class Session:
         longer than ``call_seconds`` (the lease then lapses; see :meth:`begin`)."""
         from ..stores.renewal import extend
 
+        if self._lease is None:  # the usual: the call ended (read without the lock)
+            return None
         with self._lock:
             lease, now = self._lease, time.monotonic()
             if lease is None or self._closed or self._store is None or now > self._keep_until:
