@@ -137,10 +137,9 @@ class Engine:
         names the folder store (``None`` keeps everything in memory). A call holds the
         session's lease for up to ``lease_seconds``, renewed during a model call of up to
         ``call_seconds``; another worker waits up to ``wait_seconds`` for it, then gets
-        ``SessionBusy``. ``services`` add to the
-        engine's; ``on_event`` is called with every event as it is recorded (on the thread
-        that records it); ``session.events`` keeps the newest ``max_events`` of them
-        (``None``: every one)."""
+        ``SessionBusy``. ``services`` add to the engine's; ``on_event`` is called with every
+        event as it is recorded (on the thread that records it); ``session.events`` keeps
+        the newest ``max_events`` of them (``None``: every one)."""
         return Session(
             self,
             session_id,

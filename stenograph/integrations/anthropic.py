@@ -237,7 +237,7 @@ class _Stream:
     def __init__(self, stream: Any, session: Session) -> None:
         self._stream, self._session = stream, session
         self._accumulator = _Accumulator()
-        self._call = _Call(session)
+        self._call = _StreamedCall(session)
 
     def __iter__(self) -> Iterator[Any]:
         try:
@@ -268,7 +268,7 @@ class _AsyncStream:
     def __init__(self, stream: Any, session: Session) -> None:
         self._stream, self._session = stream, session
         self._accumulator = _Accumulator()
-        self._call = _Call(session)
+        self._call = _StreamedCall(session)
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         try:
@@ -293,7 +293,7 @@ class _AsyncStream:
         return getattr(self._stream, name)
 
 
-class _Call:
+class _StreamedCall:
     """A streamed call of ``session``: ended by its final message, or left (its lease given
     back) when the stream fails or is dropped before it, unless a later call began since."""
 

@@ -137,7 +137,11 @@ class Keeper:
         while True:
             for key, ref in self._wait_due():
                 session = ref()
-                following = session._keep_lease() if session is not None else None
+                try:
+                    following = session._keep_lease() if session is not None else None
+                except Exception:  # the thread goes on keeping the other sessions
+                    log.exception("keeping the call lease of a session failed")
+                    following = None
                 if following is not None:
                     self._keep_again(key, ref, following)
 
