@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import store_workers
+from store_fixtures import PrivateRedis, drop, redis_url
 
 import stenograph
 from stenograph.stores import CALL, LeaseLost, SessionBusy, open_store
@@ -93,6 +94,28 @@ def test_a_worker_killed_in_a_long_model_call_leaves_the_session_free(engine, st
     other.append({"role": "user", "content": "again"})  # its lease is not kept by anyone
     assert [e.content for e in other.history] == ["write the report", "again"]
     other.close()
+
+
+def test_the_lease_of_a_long_call_is_kept_through_a_store_restart(engine, tmp_path):
+    server = PrivateRedis(tmp_path / "redis")
+    server.start()
+    url = redis_url("t_keep", server.url)
+    try:
+        session = engine.open_session("kept", store=url, lease_seconds=1.0)
+        session.append({"role": "user", "content": "write the report"})
+        session.pre_call(model="m")
+        time.sleep(0.4)  # renewed once, at a third of the lease
+        server.kill()  # down over the next renewal, which waits for the server
+        time.sleep(0.3)
+        server.start()
+        time.sleep(1.5)  # past the lease taken at pre-call
+        assert not taken_elsewhere(url, "kept")
+        session.post_sampling({"role": "assistant", "content": "the report"})
+        assert [e.content for e in session.history] == ["write the report", "the report"]
+        session.close()
+    finally:
+        drop(url)
+        server.kill()
 
 
 def test_keeping_ends_with_call_seconds(engine, store_url):
