@@ -28,6 +28,7 @@ POSTGRES_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("STENOGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 KINDS = ["file", "sqlite", "postgres", "redis"]
+ELSEWHERE = "another-host:1:worker"  # a worker on another machine (it cannot see our pid)
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -35,6 +36,18 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("STENOGRAPH_REQUIRE_SERVERS") == "1":
         pytest.fail(f"STENOGRAPH_REQUIRE_SERVERS=1 but {reason}")
     pytest.skip(reason)
+
+
+def taken_elsewhere(store_url: str, session_id: str) -> bool:
+    """Whether a worker on another machine gets the session's call lease now (given back
+    at once when it does)."""
+    from stenograph.stores import CALL, open_store
+
+    storage = open_store(store_url).session(session_id)
+    lease = storage.acquire(CALL, ELSEWHERE, 5.0)
+    if lease is not None:
+        storage.release(lease)
+    return lease is not None
 
 
 def postgres_url(name: str) -> str:

@@ -12,24 +12,14 @@ from pathlib import Path
 import anthropic
 import pytest
 from framework_agents import require_extra
+from store_fixtures import taken_elsewhere
 
 import stenograph
 from stenograph.integrations.anthropic import wrap
-from stenograph.stores import CALL, open_store
 from stenograph.testing import Reply
 
-ELSEWHERE = "another-host:1:worker"  # a worker on another machine (it cannot see our pid)
 ASK = [{"role": "user", "content": "hello"}]
 FAILS = Reply.error(500, "the model is down")
-
-
-def free(store: str, session_id: str = "s") -> bool:
-    """Whether a worker on another machine gets the session's call lease now."""
-    storage = open_store(store).session(session_id)
-    lease = storage.acquire(CALL, ELSEWHERE, 5.0)
-    if lease is not None:
-        storage.release(lease)
-    return lease is not None
 
 
 @pytest.fixture
@@ -48,7 +38,7 @@ def test_a_failed_create_gives_the_lease_back(session, store, messages_server, a
     messages_server.default = FAILS
     with pytest.raises(anthropic.InternalServerError):
         wrap(anthropic_client, session).messages.create(model="m", max_tokens=9, messages=ASK)
-    assert free(store)
+    assert taken_elsewhere(store, "s")
 
 
 def test_a_stream_left_early_gives_the_lease_back(
@@ -59,7 +49,7 @@ def test_a_stream_left_early_gives_the_lease_back(
     with client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True) as events:
         for _ in events:
             break  # the host stops reading before message_stop
-    assert free(store)
+    assert taken_elsewhere(store, "s")
     assert [e.role for e in session.history] == ["user"]
 
 
@@ -69,7 +59,7 @@ def test_a_stream_read_to_its_end_is_appended(session, store, messages_server, a
     with client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True) as events:
         for _ in events:
             pass
-    assert free(store)
+    assert taken_elsewhere(store, "s")
     assert [e.role for e in session.history] == ["user", "assistant"]
 
 
@@ -83,7 +73,7 @@ def test_a_failure_inside_messages_stream_gives_the_lease_back(
         client.messages.stream(model="m", max_tokens=9, messages=ASK),
     ):
         raise RuntimeError("the host failed")
-    assert free(store)
+    assert taken_elsewhere(store, "s")
 
 
 def test_a_messages_stream_that_cannot_start_gives_the_lease_back(
@@ -96,7 +86,7 @@ def test_a_messages_stream_that_cannot_start_gives_the_lease_back(
         client.messages.stream(model="m", max_tokens=9, messages=ASK) as stream,
     ):
         stream.get_final_message()
-    assert free(store)
+    assert taken_elsewhere(store, "s")
 
 
 def test_async_failures_give_the_lease_back(session, store, messages_server):
@@ -109,21 +99,21 @@ def test_async_failures_give_the_lease_back(session, store, messages_server):
         messages_server.default = FAILS
         with pytest.raises(anthropic.InternalServerError):
             await client.messages.create(model="m", max_tokens=9, messages=ASK)
-        assert free(store)
+        assert taken_elsewhere(store, "s")
         with pytest.raises(anthropic.InternalServerError):
             async with client.messages.stream(model="m", max_tokens=9, messages=ASK) as s:
                 await s.get_final_message()
-        assert free(store)
+        assert taken_elsewhere(store, "s")
         messages_server.default = Reply.text("an answer")
         with pytest.raises(RuntimeError, match="the host failed"):
             async with client.messages.stream(model="m", max_tokens=9, messages=ASK):
                 raise RuntimeError("the host failed")
-        assert free(store)
+        assert taken_elsewhere(store, "s")
         events = await client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True)
         async with events:
             async for _ in events:
                 break
-        assert free(store)
+        assert taken_elsewhere(store, "s")
 
     asyncio.run(calls())
 
@@ -148,7 +138,7 @@ def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(
             agent.invoke(run, config)
         else:
             asyncio.run(agent.ainvoke(run, config))
-    assert free(store)
+    assert taken_elsewhere(store, "s")
     middleware.close()
 
 
@@ -170,5 +160,5 @@ def test_a_failed_model_call_in_a_pydantic_ai_agent_gives_the_lease_back(
     agent = Agent(model, capabilities=[capability])
     with pytest.raises(ModelHTTPError):
         agent.run_sync("hello", conversation_id="s")
-    assert free(store)
+    assert taken_elsewhere(store, "s")
     capability.close()

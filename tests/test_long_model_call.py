@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 import store_workers
-from store_fixtures import PrivateRedis, drop, redis_url
+from store_fixtures import PrivateRedis, drop, redis_url, taken_elsewhere
 
 import stenograph
-from stenograph.stores import CALL, LeaseLost, SessionBusy, open_store
+from stenograph.stores import LeaseLost, SessionBusy
 from stenograph.stores.renewal import KEEPER
 
 LEASE = 0.3  # seconds; the "model call" below outlasts it
-ELSEWHERE = "another-host:1:worker"  # a worker on another machine (it cannot see our pid)
 
 
 @pytest.fixture
@@ -30,16 +29,6 @@ def engine(tmp_path: Path) -> stenograph.Engine:
     path = tmp_path / "bare.toml"
     path.write_text('name = "bare"\n')
     return stenograph.Engine.from_preset(path)
-
-
-def taken_elsewhere(store_url: str, session_id: str) -> bool:
-    """Whether a worker on another machine gets the session's call lease now (given back
-    at once when it does)."""
-    storage = open_store(store_url).session(session_id)
-    lease = storage.acquire(CALL, ELSEWHERE, 5.0)
-    if lease is not None:
-        storage.release(lease)
-    return lease is not None
 
 
 def test_a_long_model_call_keeps_the_session_from_other_workers(engine, store_url):
