@@ -157,8 +157,10 @@ class _StreamManager:
                 self._manager.__exit__(None, None, None)
                 raise
             return self._manager.__exit__(None, None, None)
-        with _released_on_failure(self._session, always=True):
+        try:
             return self._manager.__exit__(exc_type, exc, tb)
+        finally:
+            self._session.release()
 
 
 class _AsyncStreamManager:
@@ -186,8 +188,10 @@ class _AsyncStreamManager:
                 await self._manager.__aexit__(None, None, None)
                 raise
             return await self._manager.__aexit__(None, None, None)
-        with _released_on_failure(self._messages._session, always=True):
+        try:
             return await self._manager.__aexit__(exc_type, exc, tb)
+        finally:
+            self._messages._session.release()
 
 
 class _Accumulator:
@@ -316,15 +320,13 @@ class _StreamedCall:
 
 
 @contextmanager
-def _released_on_failure(session: Session, always: bool = False) -> Iterator[None]:
-    """Give the call's lease back when the block fails (``always``: when it ends)."""
+def _released_on_failure(session: Session) -> Iterator[None]:
+    """Give the call's lease back when the block fails."""
     try:
         yield
     except BaseException:
         session.release()
         raise
-    if always:
-        session.release()
 
 
 def _set(usage: Any) -> dict[str, Any]:

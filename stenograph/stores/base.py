@@ -203,18 +203,20 @@ def checked_storage(storage: SessionStorage, url: str) -> SessionStorage:
     """``storage`` when it has every attribute of ``SessionStorage``, else a ``StoreError``
     naming what it lacks (a store written against an older protocol fails when opened,
     not at its first notes job)."""
-    wanted = [*SessionStorage.__annotations__, *_STORAGE_METHODS]
-    missing = [name for name in wanted if not hasattr(storage, name)]
+    missing = [name for name in _STORAGE_ATTRIBUTES if not hasattr(storage, name)]
     if missing:
         raise StoreError(
             f"store {url!r}: its session storage ({type(storage).__qualname__}) lacks"
-            f" {', '.join(missing)}; a SessionStorage has {', '.join(wanted)}"
+            f" {', '.join(missing)}; a SessionStorage has {', '.join(_STORAGE_ATTRIBUTES)}"
             " (see stenograph.stores.base.SessionStorage)"
         )
     return storage
 
 
-_STORAGE_METHODS = [n for n, v in vars(SessionStorage).items() if callable(v) and n[0] != "_"]
+_STORAGE_ATTRIBUTES = (
+    *SessionStorage.__annotations__,
+    *(n for n, v in vars(SessionStorage).items() if callable(v) and n[0] != "_"),
+)
 
 
 @runtime_checkable
