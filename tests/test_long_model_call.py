@@ -22,6 +22,7 @@ from stenograph.stores import LeaseLost, SessionBusy
 from stenograph.stores.renewal import KEEPER
 
 LEASE = 0.3  # seconds; the "model call" below outlasts it
+KEPT = 1.0  # the lease of a call that is kept: renewed every 1/3 s, slack for a loaded machine
 
 
 @pytest.fixture
@@ -32,14 +33,14 @@ def engine(tmp_path: Path) -> stenograph.Engine:
 
 
 def test_a_long_model_call_keeps_the_session_from_other_workers(engine, store_url):
-    session = engine.open_session("kept", store=store_url, lease_seconds=LEASE)
+    session = engine.open_session("kept", store=store_url, lease_seconds=KEPT)
     session.append({"role": "user", "content": "write the report"})
     session.pre_call(model="m")
-    time.sleep(LEASE * 4)  # a model call four leases long
+    time.sleep(KEPT * 2.5)  # a model call two and a half leases long
     assert not taken_elsewhere(store_url, "kept")
     session.post_sampling({"role": "assistant", "content": "the report"})
     assert taken_elsewhere(store_url, "kept")  # the call's end gave it up
-    time.sleep(LEASE / 2)
+    time.sleep(KEPT / 2)
     assert not KEEPER.kept(session)  # dropped at its next turn
     session.close()
     again = engine.open_session("kept", store=store_url)
@@ -48,14 +49,14 @@ def test_a_long_model_call_keeps_the_session_from_other_workers(engine, store_ur
 
 
 def long_call_elsewhere(store_url: str) -> multiprocessing.process.BaseProcess:
-    """A worker process in a model call five leases long (started and under way)."""
+    """A worker process in a model call three leases long (started and under way)."""
     started = multiprocessing.get_context("fork").Event()
     worker = multiprocessing.get_context("fork").Process(
-        target=store_workers.long_model_call, args=(store_url, LEASE, started, LEASE * 5)
+        target=store_workers.long_model_call, args=(store_url, KEPT, started, KEPT * 3)
     )
     worker.start()
     assert started.wait(30)
-    time.sleep(LEASE * 2)  # past its lease
+    time.sleep(KEPT * 1.5)  # past its lease
     return worker
 
 
@@ -79,7 +80,7 @@ def test_a_worker_killed_in_a_long_model_call_leaves_the_session_free(engine, st
     worker = long_call_elsewhere(store_url)
     os.kill(worker.pid, signal.SIGKILL)
     worker.join(30)
-    other = engine.open_session("long", store=store_url, wait_seconds=LEASE * 2)
+    other = engine.open_session("long", store=store_url, wait_seconds=KEPT)
     other.append({"role": "user", "content": "again"})  # its lease is not kept by anyone
     assert [e.content for e in other.history] == ["write the report", "again"]
     other.close()
@@ -105,6 +106,21 @@ def test_the_lease_of_a_long_call_is_kept_through_a_store_restart(engine, tmp_pa
     finally:
         drop(url)
         server.kill()
+
+
+def test_a_late_renewal_takes_up_an_expired_lease_nobody_took(engine, store_url):
+    session = engine.open_session("late", store=store_url, lease_seconds=LEASE)
+    session.append({"role": "user", "content": "q"})
+    session.pre_call(model="m")
+    epoch = session._lease.epoch
+    with KEEPER._cond:
+        KEEPER._kept.pop(id(session))  # as if the keeper's thread were held up
+    time.sleep(LEASE * 2)  # the lease expired, and nobody took it
+    assert session._keep_lease() is not None  # the renewal, late
+    assert session._lease.epoch == epoch + 1  # the next epoch: nobody held it meanwhile
+    assert not taken_elsewhere(store_url, "late")
+    session.post_sampling({"role": "assistant", "content": "a"})
+    session.close()
 
 
 def test_keeping_ends_with_call_seconds(engine, store_url):

@@ -653,8 +653,8 @@ class Session:
             lease, now = self._lease, time.monotonic()
             if lease is None or self._closed or self._store is None or now > self._keep_until:
                 return None
-            try:
-                renewed = extend(self._store, lease, self.lease_seconds)
+            try:  # taken up again when a late renewal finds it expired but not taken
+                renewed = extend(self._store, lease, self.lease_seconds, retake=True)
             except Exception as exc:  # a store briefly unreachable: tried again next time
                 log.warning(
                     "session %s: renewing the call lease failed (%s: %s)",
@@ -665,9 +665,8 @@ class Session:
                 return now + self.lease_seconds / 3
             if renewed is None:
                 log.warning(
-                    "session %s: the call lease (epoch %d) was lost during the model call"
-                    " (expired or taken over); the response will be refused if another"
-                    " worker went ahead",
+                    "session %s: the call lease (epoch %d) was taken over during the model"
+                    " call; the response will be refused",
                     self.id,
                     lease.epoch,
                 )
