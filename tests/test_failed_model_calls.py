@@ -7,6 +7,8 @@ while a model call runs, so one not given back would hold other workers off for 
 from __future__ import annotations
 
 import asyncio
+import gc
+import time
 from pathlib import Path
 
 import anthropic
@@ -162,3 +164,86 @@ def test_a_failed_model_call_in_a_pydantic_ai_agent_gives_the_lease_back(
         agent.run_sync("hello", conversation_id="s")
     assert taken_elsewhere(store, "s")
     capability.close()
+
+
+def _given_back_soon(store: str, seconds: float = 5.0) -> bool:
+    """Whether another worker gets the session within ``seconds`` (the give-back of an
+    abandoned call runs on a thread of its own, moments later)."""
+    deadline = time.monotonic() + seconds
+    while not taken_elsewhere(store, "s"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_stream_dropped_unread_gives_the_lease_back(
+    session, store, messages_server, anthropic_client
+):
+    messages_server.default = Reply.text("never read")
+    client = wrap(anthropic_client, session)
+    events = client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True)
+    assert not taken_elsewhere(store, "s")  # the call holds the session
+    del events
+    assert _given_back_soon(store)
+    assert [e.role for e in session.history] == ["user"]
+
+
+def test_a_stream_dropped_half_read_gives_the_lease_back(
+    session, store, messages_server, anthropic_client
+):
+    messages_server.default = Reply.text("a long answer")
+    client = wrap(anthropic_client, session)
+    events = client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True)
+    reading = iter(events)
+    next(reading)
+    assert not taken_elsewhere(store, "s")
+    del events, reading
+    gc.collect()  # the half-read generator and its stream may sit in a cycle
+    assert _given_back_soon(store)
+
+
+def test_a_messages_stream_never_entered_gives_the_lease_back(
+    session, store, messages_server, anthropic_client
+):
+    messages_server.default = Reply.text("an answer")
+    manager = wrap(anthropic_client, session).messages.stream(
+        model="m", max_tokens=9, messages=ASK
+    )
+    assert not taken_elsewhere(store, "s")
+    del manager
+    assert _given_back_soon(store)
+
+
+def test_a_dropped_stream_does_not_give_back_a_later_call(
+    session, store, messages_server, anthropic_client
+):
+    messages_server.default = Reply.text("the answer")
+    client = wrap(anthropic_client, session)
+    with client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True) as events:
+        for _ in events:
+            pass  # read to its end: appended, the lease given back
+    session.append({"role": "user", "content": "next"})  # a new call takes the lease
+    del events
+    gc.collect()
+    time.sleep(0.2)  # what a wrong give-back would need to run
+    assert not taken_elsewhere(store, "s")
+    session.release()
+
+
+def test_an_async_stream_dropped_unread_gives_the_lease_back(session, store, messages_server):
+    messages_server.default = Reply.text("never read")
+    client = wrap(
+        anthropic.AsyncAnthropic(api_key="k", base_url=messages_server.url, max_retries=0),
+        session,
+    )
+
+    async def call() -> None:
+        events = await client.messages.create(
+            model="m", max_tokens=9, messages=ASK, stream=True
+        )
+        assert not taken_elsewhere(store, "s")
+        del events
+
+    asyncio.run(call())
+    assert _given_back_soon(store)

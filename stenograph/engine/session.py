@@ -8,6 +8,7 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Container, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -107,6 +108,7 @@ class Session:
         self._lease: Lease | None = None
         self._lease_at = 0.0  # when the lease was taken or last extended (monotonic)
         self._keep_until = 0.0  # the call lease is kept alive until then (monotonic)
+        self._holder: weakref.ref[object] | None = None  # see ``held_by``
         self._position = 0  # the journal position this session has applied up to
         self._state_version = 0
         self._host_known = 0  # entries the host was shown at the end of the last call
@@ -159,9 +161,41 @@ class Session:
     def release(self) -> None:
         """End the call: give the lease up (after a failed model call, say)."""
         with self._lock:
-            lease, self._lease = self._lease, None
+            lease, self._lease, self._holder = self._lease, None, None
             if lease is not None and self._store is not None:
                 self._store.release(lease)
+
+    def held_by(self, holder: object) -> None:
+        """The running model call belongs to ``holder`` (a stream object handed to the
+        host, say): when ``holder`` is garbage-collected before the call ends, the call's
+        lease is given back (on a thread of stenograph's, moments later), so that other
+        workers need not wait out ``call_seconds``. In-memory sessions hold no lease."""
+        if self._store is None:
+            return
+        from ..stores.renewal import GIVE_BACK
+
+        me = weakref.ref(self)
+        self._holder = weakref.ref(holder, lambda token: GIVE_BACK.later(me, token))
+
+    def give_back_later(self) -> None:
+        """Give the running call's lease back moments later, on a thread of stenograph's,
+        unless the call ended meanwhile; safe where taking a lock is not (a generator the
+        garbage collector finalizes). Only a call given to :meth:`held_by` is given back."""
+        token = self._holder
+        if token is not None:
+            from ..stores.renewal import GIVE_BACK
+
+            GIVE_BACK.later(weakref.ref(self), token)
+
+    def _give_back(self, token: object) -> None:
+        with self._lock:
+            if self._holder is token and self._lease is not None:
+                log.warning(
+                    "session %s: a model call was abandoned before its end (its stream"
+                    " dropped or left unread); the session's lease is given back",
+                    self.id,
+                )
+                self.release()
 
     def refresh(self) -> None:
         """Catch up now with what other workers stored (no lease taken)."""

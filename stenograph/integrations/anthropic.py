@@ -143,6 +143,7 @@ class _StreamManager:
 
     def __init__(self, manager: Any, session: Session) -> None:
         self._manager, self._session = manager, session
+        session.held_by(self)  # a manager dropped unentered gives the lease back
 
     def __enter__(self) -> Any:
         with _released_on_failure(self._session):
@@ -242,6 +243,7 @@ class _Stream:
         self._stream, self._session = stream, session
         self._accumulator = _Accumulator()
         self._call = _StreamedCall(session)
+        session.held_by(self)  # a stream dropped unread gives the lease back
 
     def __iter__(self) -> Iterator[Any]:
         try:
@@ -250,8 +252,13 @@ class _Stream:
                 if final is not None:
                     self._call.end(final)
                 yield event
-        finally:
+        except GeneratorExit:  # maybe finalized by the garbage collector: no lock here
+            self._call.leave(later=True)
+            raise
+        except BaseException:
             self._call.leave()
+            raise
+        self._call.leave()  # the stream ended before message_stop
 
     def __enter__(self) -> _Stream:
         return self
@@ -273,6 +280,7 @@ class _AsyncStream:
         self._stream, self._session = stream, session
         self._accumulator = _Accumulator()
         self._call = _StreamedCall(session)
+        session.held_by(self)  # a stream dropped unread gives the lease back
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         try:
@@ -313,8 +321,13 @@ class _StreamedCall:
         self._open = False
         await self._session.apost_sampling(final)
 
-    def leave(self) -> None:
+    def leave(self, later: bool = False) -> None:
+        """Give the lease back (``later``: moments later, from another thread; the call
+        stays open, so that a leave after it, from the host, gives it back at once)."""
         if self._open and self._session.last_request is self._request:
+            if later:
+                self._session.give_back_later()
+                return
             self._open = False
             self._session.release()
 

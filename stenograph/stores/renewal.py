@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import queue
 import threading
 import time
 import weakref
@@ -174,3 +175,39 @@ class Keeper:
 
 KEEPER = Keeper()
 os.register_at_fork(after_in_child=KEEPER._after_fork)
+
+
+class GiveBack:
+    """Gives back the call lease of a model call abandoned mid-way (its stream dropped, or
+    closed before its end) on a thread of its own: :meth:`later` is safe where taking a lock
+    is not (a weakref callback, a generator finalized by the garbage collector)."""
+
+    def __init__(self) -> None:
+        self._inbox: queue.SimpleQueue[tuple[weakref.ref[Session], object]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def later(self, session: weakref.ref[Session], token: object) -> None:
+        """Give ``session``'s lease back unless the call ``token`` names ended meanwhile."""
+        self._inbox.put((session, token))
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name="stenograph-give-back", daemon=True
+            )
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            ref, token = self._inbox.get()
+            session = ref()
+            try:
+                if session is not None:
+                    session._give_back(token)
+            except Exception:  # the thread goes on for the other sessions
+                log.exception("giving back the call lease of an abandoned call failed")
+
+    def _after_fork(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+GIVE_BACK = GiveBack()
+os.register_at_fork(after_in_child=GIVE_BACK._after_fork)
