@@ -73,11 +73,7 @@ def test_the_example_plugin_preset_is_valid_with_the_plugin_known(redact_source)
     catalog.add_handler(RedactSecrets, "package 'stenograph-redact'")
     preset = tomllib.loads((REDACT / "redact.toml").read_text())
     assert list(validator(preset_schema(catalog)).iter_errors(preset)) == []
-    without = list(
-        validator(preset_schema(HandlerCatalog())).iter_errors(
-            preset
-        )
-    )
+    without = list(validator(preset_schema(HandlerCatalog())).iter_errors(preset))
     assert "'redact-secrets' is not one of" in " ".join(e.message for e in without)
 
 

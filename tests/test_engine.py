@@ -519,5 +519,5 @@ def _assert_incremental_equals_scratch(messages, memorize_every):
     history = session.history
     expected = [merge_run(run[0].role, [history.rendered(e) for e in run]) for run in runs]
     assert history.messages() == expected
-    views = [(v.role, v.uses, v.results, v.content_problems) for v in history._ids]
+    views = [(v.role, v.tool_use_ids, v.tool_result_ids, v.content_problems) for v in history._ids]
     assert views == [tuple(message_ids(m)) for m in expected]  # a MessageIds or the entry

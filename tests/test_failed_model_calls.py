@@ -121,9 +121,7 @@ def test_async_failures_give_the_lease_back(session, store, messages_server):
 
 
 @pytest.mark.parametrize("way", ["invoke", "ainvoke"])
-def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(
-    store, messages_server, way
-):
+def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(store, messages_server, way):
     require_extra("langchain", "langchain")
     from langchain.agents import create_agent
     from langchain_anthropic import ChatAnthropic
@@ -144,9 +142,7 @@ def test_a_failed_model_call_in_a_langchain_agent_gives_the_lease_back(
     middleware.close()
 
 
-def test_a_failed_model_call_in_a_pydantic_ai_agent_gives_the_lease_back(
-    store, messages_server
-):
+def test_a_failed_model_call_in_a_pydantic_ai_agent_gives_the_lease_back(store, messages_server):
     require_extra("pydantic_ai", "pydantic-ai")
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import ModelHTTPError
@@ -207,9 +203,7 @@ def test_a_messages_stream_never_entered_gives_the_lease_back(
     session, store, messages_server, anthropic_client
 ):
     messages_server.default = Reply.text("an answer")
-    manager = wrap(anthropic_client, session).messages.stream(
-        model="m", max_tokens=9, messages=ASK
-    )
+    manager = wrap(anthropic_client, session).messages.stream(model="m", max_tokens=9, messages=ASK)
     assert not taken_elsewhere(store, "s")
     del manager
     assert _given_back_soon(store)
@@ -239,9 +233,7 @@ def test_an_async_stream_dropped_unread_gives_the_lease_back(session, store, mes
     )
 
     async def call() -> None:
-        events = await client.messages.create(
-            model="m", max_tokens=9, messages=ASK, stream=True
-        )
+        events = await client.messages.create(model="m", max_tokens=9, messages=ASK, stream=True)
         assert not taken_elsewhere(store, "s")
         del events
 

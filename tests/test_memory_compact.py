@@ -133,9 +133,8 @@ def test_compacted_requests_on_real_sessions(tmp_path, path):
         messages = request["messages"]
         assert stenograph.check_request(messages) == []
         if session.history.preamble and i >= (compacted[0] if compacted else len(calls)):
-            assert (
-                "<session-notes>" in str(messages[0]["content"])
-                and notes_path in str(messages[0]["content"])
+            assert "<session-notes>" in str(messages[0]["content"]) and notes_path in str(
+                messages[0]["content"]
             )
         if previous is not None and i not in compacted:
             assert json.dumps(messages[: len(previous)]) == json.dumps(previous)
@@ -306,7 +305,7 @@ def test_resume_injection_into_a_fresh_session(tmp_path):
     session = stenograph.Engine.from_preset(path).open_session("new", state_dir=tmp_path)
     session.append({"role": "user", "content": "Continue the refactor."})
     first = session.pre_call(model="m")
-    (notes_block, prompt), = [m["content"] for m in first["messages"]]  # one user message
+    ((notes_block, prompt),) = [m["content"] for m in first["messages"]]  # one user message
     assert "parser refactor half done" in notes_block["text"]
     assert prompt == {"type": "text", "text": "Continue the refactor."}
     session.post_sampling(text_reply())

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".mypy_cache"
 EXTRAS = {"langchain": "langchain_anthropic", "pydantic_ai": "pydantic_ai"}
 #: What the README's snippets leave to the host application.
-PRELUDE = '''\
+PRELUDE = """\
 from typing import Any
 
 import anthropic
@@ -36,7 +36,7 @@ def run_tools(response: Message) -> list[ToolResultBlockParam]:
 
 def load_my_transcript() -> list[MessageParam]:
     raise NotImplementedError
-'''
+"""
 
 
 def mypy(*paths: Path) -> subprocess.CompletedProcess[str]:
@@ -89,7 +89,7 @@ def test_the_readme_examples_check_under_mypy_strict(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-MISUSE = '''\
+MISUSE = """\
 import anthropic
 import stenograph
 from stenograph.integrations.anthropic import wrap
@@ -105,7 +105,7 @@ request["modle"]
 async def main() -> None:
     aclient = wrap(anthropic.AsyncAnthropic(), session)
     await aclient.messages.create(model="m", max_tokens=10, messages=[], temprature=0.5)
-'''
+"""
 
 
 def test_mypy_reports_a_misuse_of_the_wrapped_client(tmp_path):

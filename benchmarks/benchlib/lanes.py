@@ -196,9 +196,12 @@ class SessionLane(Lane):
 @dataclass
 class FloorLane(Lane):
     """The floor: a wrapper keeping its own list that only copies the new input and the reply
-    into it and hands out a copy of the list as the request's messages."""
+    into it and hands out a copy of the list as the request's messages. It keeps its last
+    request until the next call, as a session keeps ``last_request`` (post-sampling hands it
+    to the handlers), so that dropping the previous request is timed in both lanes."""
 
     messages: list[dict[str, Any]] = field(default_factory=list)
+    request: dict[str, Any] | None = None
 
     def open(self, messages: list[dict[str, Any]]) -> None:
         """A private copy of the history."""
@@ -211,5 +214,6 @@ class FloorLane(Lane):
         self.messages.append(copy_json(user))
         request = {"model": MODEL, "system": SYSTEM_PROMPT, "tools": TOOLS}
         request["messages"] = list(self.messages)
+        self.request = request
         self.messages.append(copy_json(assistant))
         return time.perf_counter_ns() - start

@@ -7,7 +7,7 @@ import itertools
 import marshal
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .clock import NUMBERS, format_timestamp, parse_timestamp
 
@@ -25,7 +25,7 @@ _NO_USAGE = (0,) * len(USAGE_KEYS)  # what each of USAGE_KEYS counts when missin
 
 
 @dataclass(eq=False, slots=True)
-class Entry:
+class Entry:  # built with every field given by position: keywords double the cost
     """One message of the history. ``content`` is never changed after append. ``tokens``
     (tiktoken estimate of ``content``) and ``reduced`` (of its usual memorized form) are -1
     until counted; ``prepared``: that usual memorized form, made with the counts (``content``
@@ -49,6 +49,9 @@ class Entry:
     prepared: str | list[dict[str, Any]] | None = field(default=None, repr=False)
     render: str | list[dict[str, Any]] | None = field(default=None, repr=False)
     cache: dict[Any, Any] | None = field(default=None, repr=False)
+    #: what the request guard reads of a message that is this entry alone (``guard.IdsView``):
+    #: a message with content problems keeps its own ``MessageIds``
+    content_problems: ClassVar[tuple[str, ...]] = ()
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -60,23 +63,6 @@ class Entry:
     @meta.setter
     def meta(self, value: dict[str, Any]) -> None:
         self._meta = value
-
-    # the request guard's view of a message that is this entry alone (``guard.IdsView``)
-
-    @property
-    def uses(self) -> tuple[str, ...]:
-        """The tool_use ids of the message (as ``MessageIds.uses``)."""
-        return self.tool_use_ids
-
-    @property
-    def results(self) -> tuple[str, ...]:
-        """The tool_result ids of the message (as ``MessageIds.results``)."""
-        return self.tool_result_ids
-
-    @property
-    def content_problems(self) -> tuple[str, ...]:
-        """Always empty: a message with content problems keeps its own ``MessageIds``."""
-        return ()
 
     @property
     def has_tools(self) -> bool:
@@ -150,7 +136,7 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     ``owned``: the message is a fresh object nobody else holds, so it is not copied."""
     role = _role(message, "a message")
     content, uses, results = _content(message.get("content"), owned)
-    entry = Entry(role, content, "", float(now), tool_use_ids=uses, tool_result_ids=results)
+    entry = Entry(role, content, "", float(now), -1, None, False, None, None, None, uses, results)
     if len(message) > 2:  # more than role and content
         meta = message.get("meta")
         entry._meta = dict(meta) if isinstance(meta, dict) and meta else None
@@ -182,15 +168,10 @@ def response_entry(response: Any, now: float) -> Entry:
             f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}"
         )
     content, uses, results = _content(data.get("content", []), owned)
+    usage = _usage(data.get("usage"))
+    meta = {k: data[k] for k in RESPONSE_META if data.get(k) is not None} or None
     entry = Entry(
-        "assistant",
-        content,
-        "",
-        float(now),
-        usage=_usage(data.get("usage")),
-        _meta={k: data[k] for k in RESPONSE_META if data.get(k) is not None} or None,
-        tool_use_ids=uses,
-        tool_result_ids=results,
+        "assistant", content, "", float(now), -1, usage, False, None, None, meta, uses, results
     )
     _stamp(entry, data)
     return entry
@@ -296,7 +277,6 @@ def entry_from_record(record: dict[str, Any]) -> Entry:
     usage = _usage(record.get("usage")) if role == "assistant" else None
     meta = record.get("meta")
     meta = meta if isinstance(meta, dict) and meta else None
-    # every field given by position: keywords would double the cost of building it
     entry = Entry(role, content, "", None, -1, usage, False, None, None, meta, uses, results)
     _stamp(entry, record)
     return entry

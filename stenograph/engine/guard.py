@@ -23,8 +23,8 @@ class MessageIds(NamedTuple):
     """What the guard needs of one request message (computed in one pass)."""
 
     role: Any
-    uses: tuple[Any, ...]
-    results: tuple[Any, ...]
+    tool_use_ids: tuple[Any, ...]
+    tool_result_ids: tuple[Any, ...]
     content_problems: tuple[str, ...] = ()
 
 
@@ -35,9 +35,9 @@ class IdsView(Protocol):
     @property
     def role(self) -> Any: ...
     @property
-    def uses(self) -> tuple[Any, ...]: ...
+    def tool_use_ids(self) -> tuple[Any, ...]: ...
     @property
-    def results(self) -> tuple[Any, ...]: ...
+    def tool_result_ids(self) -> tuple[Any, ...]: ...
     @property
     def content_problems(self) -> tuple[str, ...]: ...
 
@@ -115,7 +115,7 @@ def check_unique(ids: Sequence[IdsView], offset: int = 0) -> list[str]:
     first: dict[Any, int] = {}
     problems = []
     for i, message in enumerate(ids):
-        for tool_id in message.uses:
+        for tool_id in message.tool_use_ids:
             if tool_id in first:
                 problems.append(
                     f"message {offset + i}: tool_use id {tool_id} already used in message"
@@ -142,9 +142,10 @@ def check_pairs(ids: Sequence[IdsView], indexes: Iterable[int], offset: int = 0)
     for j in sorted({k for i in indexes for k in (i - 1, i) if 0 <= k <= last}):
         message = ids[j]
         if message.role == "assistant":
-            if message.uses and (j == last or ids[j + 1].results != message.uses):
+            uses = message.tool_use_ids
+            if uses and (j == last or ids[j + 1].tool_result_ids != uses):
                 problems.extend(_check_one(ids, j, offset))
-        elif message.results and not _answers_in_order(ids[j - 1] if j else None, message):
+        elif message.tool_result_ids and not _answers_in_order(ids[j - 1] if j else None, message):
             problems.extend(_check_one(ids, j, offset))
     return problems
 
@@ -153,8 +154,8 @@ def _answers_in_order(previous: IdsView | None, message: IdsView) -> bool:
     return (
         previous is not None
         and previous.role == "assistant"
-        and previous.uses == message.results
-        and (len(message.results) == 1 or len(set(message.results)) == len(message.results))
+        and previous.tool_use_ids == (results := message.tool_result_ids)
+        and (len(results) == 1 or len(set(results)) == len(results))
     )
 
 
@@ -166,20 +167,20 @@ def check_pairing(messages: Sequence[dict[str, Any]]) -> list[str]:
 def _check_one(ids: Sequence[IdsView], i: int, offset: int) -> list[str]:
     message, at = ids[i], offset + i
     if message.role == "assistant":
-        if not message.uses:
+        if not message.tool_use_ids:
             return []
-        answered = set(ids[i + 1].results) if i + 1 < len(ids) else set()
+        answered = set(ids[i + 1].tool_result_ids) if i + 1 < len(ids) else set()
         return [
             f"message {at}: tool_use {tool_id} has no tool_result after it"
-            for tool_id in message.uses
+            for tool_id in message.tool_use_ids
             if tool_id not in answered
         ]
-    if not message.results:
+    if not message.tool_result_ids:
         return []
     previous = ids[i - 1] if i > 0 else None
-    offered = set(previous.uses) if previous and previous.role == "assistant" else set()
+    offered = set(previous.tool_use_ids) if previous and previous.role == "assistant" else set()
     problems, seen = [], set()
-    for tool_id in message.results:
+    for tool_id in message.tool_result_ids:
         if tool_id not in offered:
             problems.append(
                 f"message {at}: tool_result {tool_id} answers no tool_use of message {at - 1}"

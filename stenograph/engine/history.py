@@ -205,8 +205,8 @@ class History:
             index,
             MessageIds(
                 entry.role,
-                before.uses + ids.uses,
-                before.results + ids.results,
+                before.tool_use_ids + ids.tool_use_ids,
+                before.tool_result_ids + ids.tool_result_ids,
                 before.content_problems + ids.content_problems,
             ),
         )
@@ -224,8 +224,7 @@ class History:
 
     def _run(self, message_index: int) -> Sequence[Entry]:
         """The entries of message ``message_index``."""
-        run = self._runs[message_index]
-        return (run,) if isinstance(run, Entry) else run
+        return _entries_of(self._runs[message_index])
 
     def _message(self, index: int) -> int:
         """The message entry ``index`` is sent in (-1: none, as it has no content)."""
@@ -235,10 +234,10 @@ class History:
     def _set_ids(self, index: int, ids: IdsView) -> None:
         """Record the guard's view of message ``index`` (tool_use ids counted)."""
         counts = self._use_counts
-        for tool_id in self._ids[index].uses:
+        for tool_id in self._ids[index].tool_use_ids:
             counts[tool_id] -= 1
             self._repeated_uses -= counts[tool_id] >= 1
-        for tool_id in ids.uses:
+        for tool_id in ids.tool_use_ids:
             counts[tool_id] = counts.get(tool_id, 0) + 1
             self._repeated_uses += counts[tool_id] > 1
         self._ids[index] = ids
@@ -334,30 +333,36 @@ class History:
         start, before = self._window_message, len(self.preamble)
         ids = self._ids[start:] if start else self._ids
         pending, self._changed = self._changed, set()
-        changed = {i - start for i in pending if i >= start} if start else pending
-        head = [message_ids(m) for m in self.preamble]
-        roles = [m.role for m in head]
-        if ids and (not roles or roles[-1] != ids[0].role):  # else merged by messages()
-            roles.append(ids[0].role)
-        problems = check_roles(roles)
-        if head:
-            problems += content_problems(head, range(before))
-        problems += content_problems(ids, changed, before)
+        changed = sorted({i - start for i in pending if i >= start} if start else pending)
+        problems = self._head_problems(ids) if before or start or 0 in pending or not ids else []
+        for i in changed:
+            for problem in ids[i].content_problems:
+                problems.append(f"message {before + i}: {problem}")
         problems += check_pairs(ids, changed, before)
         problems += self._changed_thinking(changed, start, before)
         if self._repeated_uses:
-            problems += check_unique(head + ids)
+            problems += check_unique([message_ids(m) for m in self.preamble] + ids)
         if problems:  # checked again next time: a refused request is never handed out later
             self._changed |= pending
         return problems
 
-    def _changed_thinking(self, messages: set[int], start: int, before: int) -> list[str]:
+    def _head_problems(self, ids: Sequence[IdsView]) -> list[str]:
+        """The request's start: the preamble's messages, then the window's first role (an
+        unchanged first message of a request without preamble passed before)."""
+        head = [message_ids(m) for m in self.preamble]
+        roles = [m.role for m in head]
+        if ids and (not roles or roles[-1] != ids[0].role):  # else merged by messages()
+            roles.append(ids[0].role)
+        return check_roles(roles) + content_problems(head, range(len(head)))
+
+    def _changed_thinking(self, messages: list[int], start: int, before: int) -> list[str]:
         """Thinking blocks a handler's replacement content changed (they must be sent as
         the API returned them)."""
+        runs = self._runs
         return [
             f"message {before + i}: thinking blocks of entry {entry.uuid} changed"
-            for i in sorted(messages)
-            for entry in self._run(start + i)
+            for i in messages
+            for entry in _entries_of(runs[start + i])
             if entry.sent_content is not None
             and thinking_blocks(entry.sent_content) != thinking_blocks(entry.content)
         ]
@@ -580,6 +585,11 @@ def _usual(entry: Entry, memo: dict[str, Any]) -> bool:
     return not keep or set(keep).isdisjoint(entry.tool_result_ids)
 
 
+def _entries_of(run: Entry | list[Entry]) -> Sequence[Entry]:
+    """The entries of a message's run."""
+    return (run,) if isinstance(run, Entry) else run
+
+
 def _first(run: Entry | list[Entry]) -> Entry:
     """The first entry of a message's run."""
     return run if isinstance(run, Entry) else run[0]
@@ -589,7 +599,7 @@ def _view(entry: Entry, ids: MessageIds) -> IdsView:
     """The guard's view of the message that is ``entry`` alone, whose ``ids`` are given:
     the entry itself when they are its own and the content has no problem, else ``ids``
     (holding the entry's id tuples when they are the same: kept once)."""
-    if ids.uses != entry.tool_use_ids or ids.results != entry.tool_result_ids:
+    if ids.tool_use_ids != entry.tool_use_ids or ids.tool_result_ids != entry.tool_result_ids:
         return ids
     if ids.content_problems:
         return MessageIds(entry.role, entry.tool_use_ids, entry.tool_result_ids, ids[3])

@@ -297,12 +297,14 @@ class Session:
                 extra=extra,
                 previous_response=self._last_response,
                 first_unseen=self._state.get("seen", 0),
-                end=len(self.history),
+                end=len(self.history.entries),
             )
-            with self.traced("pre_call", call):
-                self.engine.dispatch("pre_call", self, call)
-                request = self.last_request = self._request(call)
-            self._state["seen"] = len(self.history)
+            if self.engine.telemetry is None:  # no span: no context manager either
+                request = self._pre_call_phase(call)
+            else:
+                with self.traced("pre_call", call):
+                    request = self._pre_call_phase(call)
+            self._state["seen"] = len(self.history.entries)
             self._save_state_if_changed()
             self._hand_over_counts()
             return cast(Request, request)
@@ -321,8 +323,11 @@ class Session:
                     call = PostSamplingCall(
                         session=self, now=now, response=entry, request=self.last_request
                     )
-                    with self.traced("post_sampling", call):
+                    if self.engine.telemetry is None:
                         self.engine.dispatch("post_sampling", self, call)
+                    else:
+                        with self.traced("post_sampling", call):
+                            self.engine.dispatch("post_sampling", self, call)
                 finally:
                     self._commit_batch()
             finally:
@@ -545,7 +550,7 @@ class Session:
         if self._store is not None:
             self._journal(*checked)
         self.history.add(entry)
-        self._host_known = len(self.history)
+        self._host_known = len(self.history.entries)
         if entry.content:  # counted once the request is out (see ``pre_call``)
             self._background[COUNTS].submit(functools.partial(self.history.count, entry), False)
         if entry.role == "assistant":
@@ -586,6 +591,11 @@ class Session:
         window = self._state.get("window")
         if window is not None:
             self._load_window(window, quiet=True)
+
+    def _pre_call_phase(self, call: PreCallCall) -> dict[str, Any]:
+        self.engine.dispatch("pre_call", self, call)
+        request = self.last_request = self._request(call)
+        return request
 
     def _request(self, call: PreCallCall) -> dict[str, Any]:
         request: dict[str, Any] = {"model": call.model}
