@@ -145,12 +145,14 @@ def check_pairs(ids: Sequence[IdsView], indexes: Iterable[int], offset: int = 0)
             uses = message.tool_use_ids
             if uses and (j == last or ids[j + 1].tool_result_ids != uses):
                 problems.extend(_check_one(ids, j, offset))
-        elif message.tool_result_ids and not _answers_in_order(ids[j - 1] if j else None, message):
+        elif message.tool_result_ids and not answers_in_order(ids[j - 1] if j else None, message):
             problems.extend(_check_one(ids, j, offset))
     return problems
 
 
-def _answers_in_order(previous: IdsView | None, message: IdsView) -> bool:
+def answers_in_order(previous: IdsView | None, message: IdsView) -> bool:
+    """Whether ``message``'s tool results answer the tool calls of ``previous`` (an
+    assistant message) one each, in their order: the usual case, settled at once."""
     return (
         previous is not None
         and previous.role == "assistant"

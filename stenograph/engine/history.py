@@ -12,6 +12,7 @@ from .entries import Entry
 from .guard import (
     IdsView,
     MessageIds,
+    answers_in_order,
     check_pairs,
     check_roles,
     check_unique,
@@ -179,6 +180,35 @@ class History:
         self._messages.append(message)
         self._ids.append(_NO_IDS)
         self._set_ids(index, _view(entry, message_ids(message)))
+        if index:
+            self._settle(index)
+
+    def _settle(self, index: int) -> None:
+        """Take the new message ``index`` and an assistant message before it off the guard's
+        list when appending ``index`` proved them right, by the checks ``request_problems``
+        would make (no content problem, no replaced thinking, tool results answering the
+        previous message's tool calls in order): an append-only conversation leaves nothing
+        to check at the request but the assistant message last placed."""
+        ids, runs = self._ids, self._runs
+        message, previous = ids[index], ids[index - 1]
+        if message.content_problems or not _own_content(runs[index]):
+            return
+        if message.role == "assistant":
+            if not message.tool_use_ids:
+                self._changed.discard(index)
+            return
+        if message.tool_result_ids and not answers_in_order(previous, message):
+            return
+        if previous.tool_use_ids and not message.tool_result_ids:
+            return  # left unanswered
+        self._changed.discard(index)
+        if (
+            index > 1  # the first message stays: the request's first role is checked with it
+            and previous.role == "assistant"
+            and not previous.content_problems
+            and _own_content(runs[index - 1])
+        ):
+            self._changed.discard(index - 1)
 
     def _extend_last(self, entry: Entry, run: list[Entry]) -> None:
         """Add ``entry`` to the last message, ``run``, without re-merging it whole (what
@@ -331,6 +361,8 @@ class History:
         across the request only when some id occurs twice in the history. Messages with a
         problem stay to be checked until the problem is gone."""
         start, before = self._window_message, len(self.preamble)
+        if not (self._changed or before or start or self._repeated_uses) and self._ids:
+            return []  # every message was settled as it was placed (see ``_settle``)
         ids = self._ids[start:] if start else self._ids
         pending, self._changed = self._changed, set()
         changed = sorted({i - start for i in pending if i >= start} if start else pending)
@@ -583,6 +615,14 @@ def _usual(entry: Entry, memo: dict[str, Any]) -> bool:
         return False
     keep = memo.get("keep")
     return not keep or set(keep).isdisjoint(entry.tool_result_ids)
+
+
+def _own_content(run: Entry | list[Entry]) -> bool:
+    """Whether no entry of a message's run sends replaced content (whose thinking blocks
+    the guard compares with the entry's own)."""
+    if isinstance(run, Entry):
+        return run.sent_content is None
+    return all(e.sent_content is None for e in run)
 
 
 def _entries_of(run: Entry | list[Entry]) -> Sequence[Entry]:
