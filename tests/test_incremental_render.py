@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import stenograph
+from stenograph.engine.events import RequestViolation
+from stenograph.engine.guard import check_request
 from stenograph.engine.history import History
 from stenograph.engine.rendering import merge_run, render_content
 
@@ -157,6 +159,7 @@ def rendered_from_scratch(history: History) -> list[dict[str, Any]]:
 @PROPERTY
 @given(steps)
 @example([("turn", 1, True, "ok"), ("memorize", 9, False, False, False), ("edit", 0, "more")])
+@example([("calls", 1, "Read"), ("window", 0, "user")])  # a merged preamble: numbered as sent
 @example(
     [
         ("turn", 1, True, "a"),
@@ -170,7 +173,12 @@ def test_the_kept_request_equals_a_full_rebuild(plan):
     conversation.session.append({"role": "user", "content": "Start."})
     for step in plan:
         conversation.apply(step)
-        history = conversation.session.history
-        sent = conversation.session.pre_call(model="m")["messages"]
+        history, session = conversation.session.history, conversation.session
+        recorded = len(session.events)
+        sent = session.pre_call(model="m")["messages"]
         assert sent == rendered_from_scratch(history), step
+        # the incremental guard (messages settled as they are placed) finds what a check of
+        # the whole request finds, numbered as sent (a preamble merged with the window)
+        found = [e for e in session.events[recorded:] if isinstance(e, RequestViolation)]
+        assert {p for e in found for p in e.problems} == set(check_request(sent)), step
         conversation.session.wait_for_background()  # counted: memorizes use prepared forms

@@ -360,32 +360,44 @@ class History:
         messages changed since the last check, the start of the request, and tool_use ids
         across the request only when some id occurs twice in the history. Messages with a
         problem stay to be checked until the problem is gone."""
-        start, before = self._window_message, len(self.preamble)
-        if not (self._changed or before or start or self._repeated_uses) and self._ids:
+        start, ids = self._window_message, self._ids
+        if not (self._changed or self.preamble or start or self._repeated_uses) and ids:
             return []  # every message was settled as it was placed (see ``_settle``)
-        ids = self._ids[start:] if start else self._ids
         pending, self._changed = self._changed, set()
         changed = sorted({i - start for i in pending if i >= start} if start else pending)
-        problems = self._head_problems(ids) if before or start or 0 in pending or not ids else []
+        if self.preamble or start:
+            head, ids = self._head(ids[start:], changed)
+            problems = check_roles([m.role for m in head] + [ids[0].role] if ids else [])
+            problems += content_problems(head, range(len(head)))
+        else:
+            head = []
+            problems = check_roles([ids[0].role] if ids else []) if 0 in pending or not ids else []
+        before = len(head)
         for i in changed:
             for problem in ids[i].content_problems:
                 problems.append(f"message {before + i}: {problem}")
         problems += check_pairs(ids, changed, before)
         problems += self._changed_thinking(changed, start, before)
         if self._repeated_uses:
-            problems += check_unique([message_ids(m) for m in self.preamble] + ids)
+            problems += check_unique([*head, *ids])
         if problems:  # checked again next time: a refused request is never handed out later
             self._changed |= pending
         return problems
 
-    def _head_problems(self, ids: Sequence[IdsView]) -> list[str]:
-        """The request's start: the preamble's messages, then the window's first role (an
-        unchanged first message of a request without preamble passed before)."""
+    def _head(
+        self, window: list[IdsView], changed: list[int]
+    ) -> tuple[list[MessageIds], list[IdsView]]:
+        """The guard's views of the preamble's messages and of the window's, as sent: the
+        preamble's last message merged with the window's first when their roles match (see
+        :meth:`messages`), that message then checked whole at every request."""
         head = [message_ids(m) for m in self.preamble]
-        roles = [m.role for m in head]
-        if ids and (not roles or roles[-1] != ids[0].role):  # else merged by messages()
-            roles.append(ids[0].role)
-        return check_roles(roles) + content_problems(head, range(len(head)))
+        if not (head and window and head[-1].role == window[0].role):
+            return head, window
+        first = self._messages[self._window_message]["content"]
+        joint = merge_run(window[0].role, [self.preamble[-1]["content"], first])
+        if not changed or changed[0] != 0:
+            changed.insert(0, 0)
+        return head[:-1], [message_ids(joint), *window[1:]]
 
     def _changed_thinking(self, messages: list[int], start: int, before: int) -> list[str]:
         """Thinking blocks a handler's replacement content changed (they must be sent as
