@@ -1,0 +1,145 @@
+"""The steady call of another revision beside this checkout's, in one process: the before /
+after of a change measured side by side, round by round, where separate runs of
+``engine_overhead.py`` differ by more than most changes on a shared machine.
+
+The revision (``--rev``, any git revision; default ``HEAD``) is exported from this
+repository into a temporary folder as the package ``stenograph_rev`` (its absolute
+references to ``stenograph.`` modules renamed), then three lanes run interleaved on the same
+synthetic history at each size, as in ``engine_overhead.py``: the floor lane, the revision's
+session and this checkout's session, on one preset (``--preset``: a shipped one, or
+``none`` for a preset without handlers). ``--pause`` idles that many seconds after the
+history is built (600: the memorized history of ``clearing_peers.py``).
+
+Run ``python benchmarks/versus.py --rev <commit>`` (``--quick`` for a smoke run of ``HEAD``
+against itself, ``--json`` for machine-readable results). See ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchlib.engines import make_engine
+from benchlib.history import HistoryCache
+from benchlib.lanes import FloorLane, SessionLane, interleave
+from benchlib.report import Log, finish, machine, parser, warm_tokenizer
+from benchlib.stats import ratio
+
+import stenograph
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES, QUICK_SIZES = (100, 1_000, 3_000), (100,)
+CALLS, QUICK_CALLS = 300, 20
+RENAMED = "stenograph_rev"
+# an absolute reference to a module of the package (imports, entry-point values, resources)
+ABSOLUTE = re.compile(
+    r"(?<![\w.-])stenograph(?=\.[a-z_]+\b)|(?<=\bfrom )stenograph\b|(?<=\bimport )stenograph\b"
+)
+
+
+def export(rev: str, into: Path) -> ModuleType:
+    """The package of ``rev`` as ``stenograph_rev``, imported from ``into``."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "stenograph"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    package = into / "stenograph"
+    for source in package.rglob("*.py"):
+        source.write_text(ABSOLUTE.sub(RENAMED, source.read_text()))
+    package.rename(into / RENAMED)
+    sys.path.insert(0, str(into))
+    return importlib.import_module(RENAMED)
+
+
+def engine(package: ModuleType, preset: str, scratch: Path) -> Any:
+    """``preset`` on ``package`` (forked-extraction offline, its notes under ``scratch``)."""
+    if preset == "none":
+        presets = importlib.import_module(f"{package.__name__}.engine.presets")
+        empty = presets.Preset(name="none", description="", strict=True, slots=(), label="none")
+        return package.Engine(empty)
+    if package is stenograph:
+        return make_engine(preset, scratch / "ours")
+    built = package.Engine.from_preset(preset)
+    if not any(slot.name == "forked-extraction" for slot in built.slots):
+        return built
+    notes = str(scratch / "rev" / "notes" / "{session_id}" / "session-memory.md")
+    fork = {"backend": "offline", "memory_path": notes}
+    return package.Engine.from_preset(preset, overrides={"forked-extraction": fork})
+
+
+def run_size(rev: ModuleType, args: Any, size: int, scratch: Path, log: Log) -> dict[str, Any]:
+    """The floor, the revision and this checkout at one size, interleaved."""
+    histories = HistoryCache()
+    ours = {"rev": rev, "this": stenograph}
+    lanes = [
+        FloorLane("floor", size, histories),
+        *(
+            SessionLane(name, size, histories, engine=engine(pkg, args.preset, scratch))
+            for name, pkg in ours.items()
+        ),
+    ]
+    for lane in lanes[1:]:
+        assert isinstance(lane, SessionLane)
+        lane.pause = args.pause
+    log(f"{size:,} entries: {args.preset}, {args.rev} beside this checkout")
+    interleave(lanes, QUICK_CALLS if args.quick else CALLS)
+    samples = {lane.name: lane.samples for lane in lanes}
+    return {
+        "samples": samples,
+        "this_over_rev": ratio(samples["this"], samples["rev"]),
+        "over_floor": {name: ratio(samples[name], samples["floor"]) for name in ("rev", "this")},
+    }
+
+
+def report(results: dict[str, Any]) -> None:
+    """The medians and the ratios, per size."""
+    print(
+        f"\n{results['preset']}: {results['rev']} (rev) beside this checkout (this), median / p90"
+    )
+    for size, row in results["sizes"].items():
+        print(f" {int(size):,} entries")
+        for name, samples in row["samples"].items():
+            print(f"   {name:8s} {samples.median:8.1f} µs median / {samples.p90:8.1f} µs p90")
+        over = row["over_floor"]
+        print(
+            f"   this / rev {row['this_over_rev']['median']:.3f} (median);"
+            f" over the floor: rev {over['rev']['median']:.2f}x,"
+            f" this {over['this']['median']:.2f}x"
+        )
+
+
+def main() -> int:
+    """Export the revision, run every size, print the report."""
+    options = parser(__doc__)
+    options.add_argument("--rev", default="HEAD", help="the git revision to compare with")
+    options.add_argument("--preset", default="default", help="a shipped preset, or 'none'")
+    options.add_argument("--pause", type=float, default=0.0, help="idle seconds before timing")
+    args = options.parse_args()
+    if args.quick:
+        args.rev = "HEAD"
+    log = Log()
+    results: dict[str, Any] = {"machine": machine(), "rev": args.rev, "preset": args.preset}
+    with tempfile.TemporaryDirectory(prefix="stenograph-versus-") as tmp:
+        try:
+            rev = export(args.rev, Path(tmp) / "src")
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"skipped: cannot export {args.rev!r} from git here ({exc})", file=sys.stderr)
+            results["skipped"] = str(exc)
+            return finish({**results, "wall_seconds": 0.0}, args.json, lambda r: None)
+        results["tiktoken_load_ms"] = warm_tokenizer()
+        importlib.import_module(f"{RENAMED}.engine.tokens").count_tiktoken("warm up")
+        sizes = QUICK_SIZES if args.quick else SIZES
+        results["sizes"] = {str(n): run_size(rev, args, n, Path(tmp), log) for n in sizes}
+    results["wall_seconds"] = round(log.elapsed(), 1)
+    return finish(results, args.json, report)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
