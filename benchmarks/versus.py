@@ -64,14 +64,7 @@ def engine(package: ModuleType, preset: str, scratch: Path) -> Any:
         presets = importlib.import_module(f"{package.__name__}.engine.presets")
         empty = presets.Preset(name="none", description="", strict=True, slots=(), label="none")
         return package.Engine(empty)
-    if package is stenograph:
-        return make_engine(preset, scratch / "ours")
-    built = package.Engine.from_preset(preset)
-    if not any(slot.name == "forked-extraction" for slot in built.slots):
-        return built
-    notes = str(scratch / "rev" / "notes" / "{session_id}" / "session-memory.md")
-    fork = {"backend": "offline", "memory_path": notes}
-    return package.Engine.from_preset(preset, overrides={"forked-extraction": fork})
+    return make_engine(preset, scratch / package.__name__, package)
 
 
 def run_size(rev: ModuleType, args: Any, size: int, scratch: Path, log: Log) -> dict[str, Any]:

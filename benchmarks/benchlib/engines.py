@@ -10,17 +10,20 @@ import stenograph
 from stenograph.engine.presets import Preset, SlotSpec
 
 
-def make_engine(preset: str = "default", scratch: Path | None = None) -> stenograph.Engine:
+def make_engine(
+    preset: str = "default", scratch: Path | None = None, package: Any = stenograph
+) -> stenograph.Engine:
     """A shipped preset as it is, except that forked-extraction (when the preset has it) is
     forced to its offline backend (no network, even with ANTHROPIC_API_KEY set) and writes
-    its notes under ``scratch`` (when given)."""
-    engine = stenograph.Engine.from_preset(preset)
+    its notes under ``scratch`` (when given); ``package``: stenograph, or another revision
+    of it imported under another name (``versus.py``)."""
+    engine = package.Engine.from_preset(preset)
     if not any(slot.name == "forked-extraction" for slot in engine.slots):
         return engine
     fork: dict[str, Any] = {"backend": "offline"}
     if scratch is not None:
         fork["memory_path"] = str(scratch / "notes" / "{session_id}" / "session-memory.md")
-    return stenograph.Engine.from_preset(preset, overrides={"forked-extraction": fork})
+    return package.Engine.from_preset(preset, overrides={"forked-extraction": fork})
 
 
 def engine_of(
