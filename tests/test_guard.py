@@ -234,3 +234,14 @@ def test_replay_leaves_out_blank_text_blocks(tmp_path):
     assert (omission.reason, omission.lost, omission.count) == ("blank text block", False, 1)
     report = replay(path, state_dir=None)
     assert report.calls == 2 and report.request_violations == []
+
+
+def test_a_request_of_a_preamble_alone_is_checked_as_sent():
+    """A window starting past every message sends the preamble alone: its messages are the
+    request, checked as such (not an empty request)."""
+    from stenograph.engine.history import History
+
+    history = History()
+    history.set_window(0, [{"role": "user", "content": "the notes so far"}])
+    assert history.messages() == [{"role": "user", "content": "the notes so far"}]
+    assert history.request_problems() == stenograph.check_request(history.messages()) == []

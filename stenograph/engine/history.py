@@ -366,8 +366,10 @@ class History:
         pending, self._changed = self._changed, set()
         changed = sorted({i - start for i in pending if i >= start} if start else pending)
         if self.preamble or start:
-            head, ids = self._head(ids[start:], changed)
-            problems = check_roles([m.role for m in head] + [ids[0].role] if ids else [])
+            head, ids, merged = self._head(ids[start:])
+            if merged and changed[:1] != [0]:
+                changed.insert(0, 0)  # the merged message is checked whole every time
+            problems = check_roles([m.role for m in head] + ([ids[0].role] if ids else []))
             problems += content_problems(head, range(len(head)))
         else:
             head = []
@@ -384,20 +386,16 @@ class History:
             self._changed |= pending
         return problems
 
-    def _head(
-        self, window: list[IdsView], changed: list[int]
-    ) -> tuple[list[MessageIds], list[IdsView]]:
-        """The guard's views of the preamble's messages and of the window's, as sent: the
-        preamble's last message merged with the window's first when their roles match (see
-        :meth:`messages`), that message then checked whole at every request."""
+    def _head(self, window: list[IdsView]) -> tuple[list[MessageIds], list[IdsView], bool]:
+        """The guard's views of the preamble's messages and of the window's, as sent, and
+        whether the preamble's last message is merged with the window's first (their roles
+        match: see :meth:`messages`)."""
         head = [message_ids(m) for m in self.preamble]
         if not (head and window and head[-1].role == window[0].role):
-            return head, window
+            return head, window, False
         first = self._messages[self._window_message]["content"]
         joint = merge_run(window[0].role, [self.preamble[-1]["content"], first])
-        if not changed or changed[0] != 0:
-            changed.insert(0, 0)
-        return head[:-1], [message_ids(joint), *window[1:]]
+        return head[:-1], [message_ids(joint), *window[1:]], True
 
     def _changed_thinking(self, messages: list[int], start: int, before: int) -> list[str]:
         """Thinking blocks a handler's replacement content changed (they must be sent as
