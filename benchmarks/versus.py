@@ -74,13 +74,12 @@ def run_size(rev: ModuleType, args: Any, size: int, scratch: Path, log: Log) -> 
     lanes = [
         FloorLane("floor", size, histories),
         *(
-            SessionLane(name, size, histories, engine=engine(pkg, args.preset, scratch))
+            SessionLane(
+                name, size, histories, engine=engine(pkg, args.preset, scratch), pause=args.pause
+            )
             for name, pkg in ours.items()
         ),
     ]
-    for lane in lanes[1:]:
-        assert isinstance(lane, SessionLane)
-        lane.pause = args.pause
     log(f"{size:,} entries: {args.preset}, {args.rev} beside this checkout")
     interleave(lanes, QUICK_CALLS if args.quick else CALLS)
     samples = {lane.name: lane.samples for lane in lanes}

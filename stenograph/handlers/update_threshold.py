@@ -105,8 +105,7 @@ class UpdateThreshold(Handler[UpdateThresholdSettings]):
         if not state.initialized and tokens < s.minimum_message_tokens_to_init:
             reason = f"not initialized: {tokens:,} < {s.minimum_message_tokens_to_init:,}"
         else:
-            if not state.initialized:  # a state field's assignment is saved: only on change
-                state.initialized = True
+            state.initialized = True
             base = state.tokens_at_last_extraction
             if tokens < base:
                 state.tokens_at_last_extraction = base = tokens
