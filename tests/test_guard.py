@@ -4,8 +4,12 @@ import json
 
 import anthropic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stenograph
+from stenograph.engine.entries import make_entry
+from stenograph.engine.guard import MessageIds, message_ids
 from stenograph.integrations.transcripts import read_transcript
 from stenograph.replay import replay
 
@@ -245,3 +249,43 @@ def test_a_request_of_a_preamble_alone_is_checked_as_sent():
     history.set_window(0, [{"role": "user", "content": "the notes so far"}])
     assert history.messages() == [{"role": "user", "content": "the notes so far"}]
     assert history.request_problems() == stenograph.check_request(history.messages()) == []
+
+
+BLOCKS = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.just("text"), "text": st.sampled_from(["ok", "", " \n", "\u3000", "x y"])}
+    ),
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.sampled_from([None, 3])}),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["tool_use", "server_tool_use"]),
+            "id": st.sampled_from(["t1", "t2", 7]),
+            "name": st.just("Read"),
+            "input": st.just({}),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("tool_result"), "tool_use_id": st.sampled_from(["t1", "t2", None])}
+    ),
+    st.just(THINKING),
+    st.just({"type": "thinking", "thinking": "hm"}),
+    st.just({"type": "image", "source": {"type": "base64", "data": "AA=="}}),
+)
+
+
+@given(
+    role=st.sampled_from(["user", "assistant"]),
+    content=st.one_of(st.sampled_from(["", " ", "hi"]), st.lists(BLOCKS, max_size=4)),
+)
+@settings(max_examples=300, deadline=None)
+def test_an_entry_read_as_its_own_guard_view_says_what_the_message_does(role, content):
+    """The guard reads a plain entry (``Entry.plain``) instead of scanning its message: only
+    when the scan would find the entry's own tool ids and no problem."""
+    entry = make_entry({"role": role, "content": content}, 0.0)
+    seen = message_ids({"role": role, "content": entry.content})
+    if entry.plain:
+        assert seen == MessageIds(role, entry.tool_use_ids, entry.tool_result_ids, ())
+        return
+    kinds = {"text"} if isinstance(content, str) else {b["type"] for b in content}
+    if content and kinds <= {"text", "tool_use", "tool_result"}:  # not plain: the scan differs
+        assert seen.content_problems or seen[1:3] != (entry.tool_use_ids, entry.tool_result_ids)

@@ -44,6 +44,9 @@ class Entry:  # built with every field given by position: keywords double the co
     _meta: dict[str, Any] | None = None
     tool_use_ids: tuple[str, ...] = ()
     tool_result_ids: tuple[str, ...] = ()
+    #: the content alone is a message the request guard finds nothing wrong with, whose
+    #: tool ids are the entry's (text and tool blocks only): the guard reads the entry itself
+    plain: bool = field(default=False, repr=False)
     tokens: int = field(default=-1, repr=False)
     reduced: int = field(default=-1, repr=False)
     prepared: str | list[dict[str, Any]] | None = field(default=None, repr=False)
@@ -135,8 +138,10 @@ def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     """Validate and copy a host message into an Entry (uuid/timestamp filled when absent);
     ``owned``: the message is a fresh object nobody else holds, so it is not copied."""
     role = _role(message, "a message")
-    content, uses, results = _content(message.get("content"), owned)
-    entry = Entry(role, content, "", float(now), -1, None, False, None, None, None, uses, results)
+    content, uses, results, plain = _content(message.get("content"), owned)
+    entry = Entry(
+        role, content, "", float(now), -1, None, False, None, None, None, uses, results, plain
+    )
     if len(message) > 2:  # more than role and content
         meta = message.get("meta")
         entry._meta = dict(meta) if isinstance(meta, dict) and meta else None
@@ -167,12 +172,11 @@ def response_entry(response: Any, now: float) -> Entry:
         raise TypeError(
             f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}"
         )
-    content, uses, results = _content(data.get("content", []), owned)
+    content, uses, results, plain = _content(data.get("content", []), owned)
     usage = _usage(data.get("usage"))
     meta = {k: data[k] for k in RESPONSE_META if data.get(k) is not None} or None
-    entry = Entry(
-        "assistant", content, "", float(now), -1, usage, False, None, None, meta, uses, results
-    )
+    known = ("assistant", content, "", float(now), -1, usage, False, None, None, meta)
+    entry = Entry(*known, uses, results, plain)
     _stamp(entry, data)
     return entry
 
@@ -199,27 +203,40 @@ def _stamp(entry: Entry, message: dict[str, Any]) -> None:
 
 def _content(
     value: Any, owned: bool
-) -> tuple[str | list[dict[str, Any]], tuple[str, ...], tuple[str, ...]]:
-    """(content, tool_use ids, tool_result ids), the blocks checked and copied."""
+) -> tuple[str | list[dict[str, Any]], tuple[str, ...], tuple[str, ...], bool]:
+    """(content, tool_use ids, tool_result ids, plain: see ``Entry.plain``), the blocks
+    checked and copied."""
     if isinstance(value, str):
-        return value, (), ()
+        return value, (), (), not (value.isspace() or not value)
     if value is None:
-        return "", (), ()
+        return "", (), (), False
     if not isinstance(value, list):
         raise EntryError(f"message content must be a string or a list of blocks, got {value!r:.80}")
     blocks = value if owned else copy_json(value)
-    uses, results = [], []
+    uses, results, plain = [], [], bool(blocks)
     for i, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "tool_use" or kind == "server_tool_use":
-            if isinstance(block.get("id"), str):
-                uses.append(block["id"])
+            tool_id = block.get("id")
+            if isinstance(tool_id, str):
+                uses.append(tool_id)
+            if kind != "tool_use" or not isinstance(tool_id, str):
+                plain = False  # the guard pairs tool_use blocks only, by their ids
         elif kind == "tool_result":
-            if isinstance(block.get("tool_use_id"), str):
-                results.append(block["tool_use_id"])
+            tool_id = block.get("tool_use_id")
+            if isinstance(tool_id, str):
+                results.append(tool_id)
+            else:
+                plain = False
+        elif kind == "text":
+            text = block.get("text")
+            if type(text) is not str or not text or text.isspace():
+                plain = False  # a problem of the guard's
         elif not isinstance(kind, str):
             raise EntryError(f"content block {i} must be a dict with a 'type', got {block!r:.80}")
-    return blocks, tuple(uses), tuple(results)
+        else:
+            plain = False  # thinking, images...: the guard reads the message itself
+    return blocks, tuple(uses), tuple(results), plain
 
 
 def copy_json(value: Any) -> Any:
@@ -273,10 +290,10 @@ def entry_from_record(record: dict[str, Any]) -> Entry:
     """Rebuild an Entry from its journal record, freshly parsed: content and meta are taken,
     not copied; a record of the wrong shape raises ``EntryError``."""
     role = _role(record, "an entry record")
-    content, uses, results = _content(record.get("content"), True)
+    content, uses, results, plain = _content(record.get("content"), True)
     usage = _usage(record.get("usage")) if role == "assistant" else None
     meta = record.get("meta")
     meta = meta if isinstance(meta, dict) and meta else None
-    entry = Entry(role, content, "", None, -1, usage, False, None, None, meta, uses, results)
+    entry = Entry(role, content, "", None, -1, usage, False, None, None, meta, uses, results, plain)
     _stamp(entry, record)
     return entry

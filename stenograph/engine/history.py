@@ -124,6 +124,7 @@ class History:
         ids = {*entry.tool_use_ids, *fresh.tool_use_ids}
         entry.content, entry.sent_content = fresh.content, None
         entry.tool_use_ids, entry.tool_result_ids = fresh.tool_use_ids, fresh.tool_result_ids
+        entry.plain = fresh.plain
         answers = {id(e): e for i in ids if (e := self.tool_result_entry.get(i)) is not None}
         dropped = [entry, *(e for e in answers.values() if e is not entry)]
         entry.tokens = -1
@@ -179,7 +180,7 @@ class History:
         message = {"role": entry.role, "content": self.rendered(entry)}
         self._messages.append(message)
         self._ids.append(_NO_IDS)
-        self._set_ids(index, _view(entry, message_ids(message)))
+        self._set_ids(index, _view(entry, message))
         if index:
             self._settle(index)
 
@@ -249,8 +250,8 @@ class History:
             message = merge_run(run[0].role, [self.rendered(e) for e in run])
         self._messages[message_index] = message
         if not same_ids:  # the request guard checks what changed
-            ids = message_ids(message)
-            self._set_ids(message_index, _view(run, ids) if isinstance(run, Entry) else ids)
+            view = _view(run, message) if isinstance(run, Entry) else message_ids(message)
+            self._set_ids(message_index, view)
 
     def _run(self, message_index: int) -> Sequence[Entry]:
         """The entries of message ``message_index``."""
@@ -645,10 +646,14 @@ def _first(run: Entry | list[Entry]) -> Entry:
     return run if isinstance(run, Entry) else run[0]
 
 
-def _view(entry: Entry, ids: MessageIds) -> IdsView:
-    """The guard's view of the message that is ``entry`` alone, whose ``ids`` are given:
-    the entry itself when they are its own and the content has no problem, else ``ids``
-    (holding the entry's id tuples when they are the same: kept once)."""
+def _view(entry: Entry, message: dict[str, Any]) -> IdsView:
+    """The guard's view of ``message``, the message that is ``entry`` alone: the entry
+    itself when the message says what the entry says (its own plain content, or ids of its
+    own and no problem), else the message's ``MessageIds`` (holding the entry's id tuples
+    when they are the same: kept once)."""
+    if entry.plain and message["content"] is entry.content:
+        return entry  # nothing to scan
+    ids = message_ids(message)
     if ids.tool_use_ids != entry.tool_use_ids or ids.tool_result_ids != entry.tool_result_ids:
         return ids
     if ids.content_problems:
