@@ -144,6 +144,7 @@ class MixedState(stenograph.HandlerState):
     kind: Literal["a", "b"] | None = None
     colour: Colour | None = None
     doubled: Annotated[int, PlainSerializer(lambda v: v * 2)] = 0
+    halved: Annotated[int, PlainSerializer(lambda v: v // 2)] | None = None  # inside a union
     shouted: str = ""
     when: dict[str, int] = Field(default_factory=dict)
 
@@ -165,6 +166,7 @@ class MixedState(stenograph.HandlerState):
         ("kind", "b"),
         ("colour", "red"),
         ("doubled", 5),
+        ("halved", 8),
         ("shouted", "hi"),
         ("when", {"a": 1}),
     ],

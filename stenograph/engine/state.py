@@ -9,10 +9,13 @@ never persisted (pytest's ``StashKey``).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from types import UnionType
+from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, cast, get_args, get_origin
 
+from annotated_types import BaseMetadata
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
 
 T = TypeVar("T")
 D = TypeVar("D")
@@ -26,13 +29,25 @@ class HandlerState(BaseModel):
         alias_generator=to_camel, populate_by_name=True, validate_assignment=True, extra="ignore"
     )
     _backing: dict[str, Any] = PrivateAttr(default_factory=dict)
-    #: Per class: the field names (pydantic's ``model_fields`` is a slower descriptor).
-    __state_fields__: ClassVar[frozenset[str]] = frozenset()
+    #: Per class: each field's key in the persisted dict (``model_fields`` is slower), and
+    #: the fields no serializer of the model's changes
+    __state_keys__: ClassVar[dict[str, str]] = {}
+    __plain_fields__: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        cls.__state_fields__ = frozenset(cls.__pydantic_fields__)
+        cls.__state_keys__ = {
+            name: field.serialization_alias or field.alias or name
+            for name, field in cls.__pydantic_fields__.items()
+        }
+        decorators = cls.__pydantic_decorators__
+        serialized = {n for d in decorators.field_serializers.values() for n in d.info.fields}
+        cls.__plain_fields__ = frozenset(
+            name
+            for name, field in cls.__pydantic_fields__.items()
+            if not (decorators.model_serializers or {name, "*"} & serialized) and _plain(field)
+        )
 
     @classmethod
     def bind(cls, backing: dict[str, Any]) -> HandlerState:
@@ -44,17 +59,41 @@ class HandlerState(BaseModel):
 
     def __setattr__(self, name: str, value: Any) -> None:
         cls = type(self)
-        if name not in cls.__state_fields__:
+        key = cls.__state_keys__.get(name)
+        if key is None:
             super().__setattr__(name, value)
             return
         values = self.__dict__
         if name in values and _same(values[name], value):
             return  # already so (a handler setting a flag on every call): nothing to save
-        super().__setattr__(name, value)
-        self._backing.update(self.model_dump(mode="json", include={name}, by_alias=True))
+        cls.__pydantic_validator__.validate_assignment(self, name, value)  # as pydantic does
+        backing = cast(dict[str, Any], self.__pydantic_private__)["_backing"]
+        value = self.__dict__[name]  # validated (into a new __dict__)
+        if name in cls.__plain_fields__ and type(value) in _AS_JSON:  # dumped as it is
+            backing[key] = value
+        else:
+            backing.update(self.model_dump(mode="json", include={name}, by_alias=True))
+
+
+def _plain(field: FieldInfo) -> bool:
+    """Whether the field holds a bool, int, str or None (or a Literal of them), constrained
+    at most: what its JSON dump leaves as it is."""
+    return all(isinstance(m, BaseMetadata) for m in field.metadata) and _plain_type(
+        field.annotation
+    )
+
+
+def _plain_type(annotation: Any) -> bool:
+    if annotation in _AS_JSON:
+        return True
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return all(type(a) in _AS_JSON for a in args)
+    return origin in (Union, UnionType) and all(_plain_type(a) for a in args)
 
 
 _SCALARS = (bool, int, float, str, type(None))
+_AS_JSON = (bool, int, str, type(None))  # what a JSON dump leaves as it is (not NaN: a float)
 
 
 def _same(old: Any, new: Any) -> bool:
