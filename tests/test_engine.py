@@ -430,6 +430,33 @@ def test_idle_threads_are_reused_and_retire_only_after_idle_seconds():
     assert len(ran_on) <= 2 and len(pool.threads) <= 2  # no thread retired and restarted
 
 
+def test_work_handed_over_wakes_no_thread_the_idle_one_polls_and_a_host_waiting_wakes_it():
+    import threading
+
+    from stenograph.engine.background import Pool, Worker
+
+    def idle_pool(poll_seconds: float) -> tuple[Pool, Worker, list[int]]:
+        pool = Pool(idle_seconds=120, poll_seconds=poll_seconds)
+        worker = Worker("w", pool)
+        worker.submit(lambda: None)
+        assert worker.wait(5) and len(pool.threads) == 1  # a thread now idles
+        wakes: list[int] = []
+        notify = pool._cond.notify
+        pool._cond.notify = lambda n=1: (wakes.append(n), notify(n))  # type: ignore[method-assign]
+        return pool, worker, wakes
+
+    _, worker, wakes = idle_pool(0.05)
+    ran = threading.Event()
+    worker.submit(ran.set)
+    assert ran.wait(5) and wakes == []  # taken at the thread's poll: the call woke nothing
+    pool, worker, wakes = idle_pool(60)
+    ran.clear()
+    worker.submit(ran.set)
+    assert not ran.wait(0.3)  # the thread polls a minute later...
+    assert worker.wait(5) and ran.is_set() and wakes == [1]  # ...unless a host waits
+    assert len(pool.threads) == 1
+
+
 def test_a_worker_runs_one_job_at_a_time_while_others_run_in_parallel():
     import threading
 

@@ -2,7 +2,9 @@
 other; the threads running them are shared by every session of the process and retire
 after a while without work. Handing over a job is a queue append: no thread is started on
 a model call's path once the process has run background work (a thread start hands the
-GIL back and forth, ~0.1-0.4 ms)."""
+GIL back and forth, ~0.1-0.4 ms), and none is woken either (a wake is a system call and,
+on a virtual machine, an interrupt to the other CPU: 10-25 µs): an idle thread looks for
+work every ``POLL_SECONDS`` and takes it then, unless a host waits for it."""
 
 from __future__ import annotations
 
@@ -15,40 +17,52 @@ from collections.abc import Callable
 
 log = logging.getLogger("stenograph.engine.background")
 IDLE_SECONDS = 30.0
+POLL_SECONDS = 0.05  # how soon an idle thread takes a task handed over without a wake
 
 
 class Pool:
     """Daemon threads running tasks in submission order; a thread is started only when no
-    idle one is waiting, and retires after ``idle_seconds`` without a task (not when woken
-    for a task a thread finishing its own took first)."""
+    idle one is waiting, and retires after ``idle_seconds`` without a task (not when it
+    finds a task a thread finishing its own took first). An idle thread looks for tasks
+    every ``poll_seconds``, or at once when woken."""
 
-    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(self, idle_seconds: float = IDLE_SECONDS, poll_seconds: float = POLL_SECONDS):
         self.idle_seconds = idle_seconds
+        self.poll_seconds = poll_seconds
         self._tasks: deque[Callable[[], object]] = deque()
         self._lock = threading.Lock()  # ``run`` takes it directly (see ``Worker``)
         self._cond = threading.Condition(self._lock)
         self._idle = 0
         self.threads: set[threading.Thread] = set()
 
-    def run(self, task: Callable[[], object]) -> None:
-        """Queue ``task`` for the next free thread."""
+    def run(self, task: Callable[[], object], wake: bool = False) -> None:
+        """Queue ``task`` for the next free thread: an idle one takes it within
+        ``poll_seconds`` (at once with ``wake``); with none idle, a thread is started."""
         with self._lock:
             self._tasks.append(task)
             if self._idle >= len(self._tasks):
-                self._cond.notify()
+                if wake:
+                    self._cond.notify()
                 return
             thread = threading.Thread(target=self._loop, name="stenograph-background", daemon=True)
             self.threads.add(thread)
         thread.start()
 
+    def hurry(self) -> None:
+        """Wake idle threads for the tasks queued (a host waits for them)."""
+        with self._lock:
+            if self._tasks and self._idle:
+                self._cond.notify(len(self._tasks))
+
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._tasks:  # woken for a task another thread took: wait on
+                idle_since = time.monotonic()
+                while not self._tasks:  # a task another thread took first: wait on
                     self._idle += 1
-                    woken = self._cond.wait(self.idle_seconds)
+                    self._cond.wait(self.poll_seconds)
                     self._idle -= 1
-                    if not woken and not self._tasks:
+                    if not self._tasks and time.monotonic() - idle_since >= self.idle_seconds:
                         self.threads.discard(threading.current_thread())
                         return
                 task = self._tasks.popleft()
@@ -83,9 +97,10 @@ class Worker:
         self._cond = threading.Condition(self._lock)  # own __enter__ is a Python call
 
     def submit(self, job: Callable[[], object], wake: bool = True) -> None:
-        """Queue ``job``; it runs after the jobs submitted before it. ``wake`` False: it
-        waits for the next :meth:`kick` (or a waking submit, or :meth:`wait`), so that a
-        call's path hands no thread work while the host waits on it."""
+        """Queue ``job``; it runs after the jobs submitted before it, handed to the pool
+        (which takes it within its poll). ``wake`` False: it waits for the next
+        :meth:`kick` (or a waking submit, or :meth:`wait`), so that a call's path hands no
+        thread work while the host waits on it."""
         with self._lock:
             self._jobs.append(job)
             if self._active or not wake:
@@ -109,9 +124,11 @@ class Worker:
     def wait(self, timeout: float, start: bool = True) -> bool:
         """Run what is queued and wait until no job is queued or running; True when idle.
         ``start`` False: jobs waiting for a kick are left queued (and True means only that
-        nothing runs)."""
+        nothing runs). What waits for a thread's poll is started at once."""
         if start:
             self.kick()
+        if self._active:
+            self._pool.hurry()
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
             while self._active:
