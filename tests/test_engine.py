@@ -548,3 +548,32 @@ def _assert_incremental_equals_scratch(messages, memorize_every):
     assert history.messages() == expected
     views = [(v.role, v.tool_use_ids, v.tool_result_ids, v.content_problems) for v in history._ids]
     assert views == [tuple(message_ids(m)) for m in expected]  # a MessageIds or the entry
+
+
+def test_an_appended_message_is_copied_but_its_strings_are_shared():
+    """The host may change its message afterwards: every dict and list is the session's own;
+    strings and numbers, which nothing can change, are kept once (the host's)."""
+    from anthropic.types import TextBlock
+
+    session, _ = open_session()
+    text = "a long tool result " * 100
+    message = {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "t1",
+                "content": [{"type": "text", "text": text}],
+            },
+            TextBlock(type="text", text="from the SDK"),
+        ],
+    }
+    entry = session.append(message)
+    message["content"][0]["content"][0]["text"] = "changed"
+    message["content"][0]["content"].append({"type": "text", "text": "more"})
+    message["content"].append({"type": "text", "text": "and more"})
+    assert entry.content == [
+        {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": text}]},
+        {"type": "text", "text": "from the SDK"},
+    ]
+    assert entry.content[0]["content"][0]["text"] is text

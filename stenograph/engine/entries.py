@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import marshal
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -240,20 +239,29 @@ def _content(
 
 
 def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-like data: through ``marshal`` (C speed) when it holds only
-    built-in types, else walked (pydantic models, e.g. the SDK's content blocks, dumped to
-    JSON; other objects deep-copied)."""
+    """A deep copy of JSON-like data: every dict and list copied, strings and numbers (which
+    nothing can change) shared with the original; pydantic models (e.g. the SDK's content
+    blocks) dumped to JSON, other objects deep-copied."""
     try:
-        return marshal.loads(marshal.dumps(value))
-    except ValueError:  # an object marshal cannot hold, or nesting too deep for it
-        pass
-    try:
-        return _walk_copy(value)
+        return _copy(value)
     except RecursionError:
         raise EntryError("message content is nested too deeply") from None
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else _copy(v) for v in value]
+    return value if kind in _ATOMS else _walk_copy(value)
+
+
 def _walk_copy(value: Any) -> Any:
+    """:func:`_copy` of anything else: subclasses of the built-in types, models, objects."""
     if isinstance(value, dict):
         return {k: _walk_copy(v) for k, v in value.items()}
     if isinstance(value, list):
