@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("stenograph.engine")
 ORDER_MARKERS = ("tryfirst", "trylast", "wrapper", "hookwrapper")
+PHASE_ARGUMENTS = ("session", "call", "state")  # what phase hooks usually take
 
 
 @dataclass(frozen=True)
@@ -276,14 +277,17 @@ class Engine:
     def _run(
         self, slot: Slot, impl: HookImpl, hook_name: str, session: Session, values: dict[str, Any]
     ) -> Any:
-        args = [
-            session
-            if arg == "session"
-            else values[arg]
-            if arg in values
-            else self.slot_state(session, slot)
-            for arg in impl.argnames
-        ]
+        if impl.argnames == PHASE_ARGUMENTS:  # a phase hook's usual arguments, in order
+            args = [session, values["call"], self.slot_state(session, slot)]
+        else:
+            args = [
+                session
+                if arg == "session"
+                else values[arg]
+                if arg in values
+                else self.slot_state(session, slot)
+                for arg in impl.argnames
+            ]
         try:
             return impl.function(*args)
         except Exception as exc:

@@ -163,10 +163,10 @@ def _role(message: Any, what: str) -> str:
 def response_entry(response: Any, now: float) -> Entry:
     """The model's response (an anthropic ``Message``, or a dict shaped like one) as an
     assistant Entry: content, usage, uuid/timestamp when given, id/model/stop_reason in meta."""
-    if hasattr(response, "model_dump"):  # dumped to new objects: no copy needed
-        data, owned = response.model_dump(mode="json", exclude_none=True), True
-    elif isinstance(response, dict):
+    if isinstance(response, dict):
         data, owned = response, False
+    elif hasattr(response, "model_dump"):  # dumped to new objects: no copy needed
+        data, owned = response.model_dump(mode="json", exclude_none=True), True
     else:
         raise TypeError(
             f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}"

@@ -143,9 +143,9 @@ class Session:
         """Take the session's lease for a call (waiting up to ``wait_seconds``, then
         ``SessionBusy``) and catch up with what other workers stored. The host API calls
         it; a call ends with :meth:`post_sampling` or :meth:`release`."""
+        if self._store is None:  # set once, at open: nothing to take
+            return
         with self._lock:
-            if self._store is None:
-                return
             if self._lease is not None:
                 if renew or time.monotonic() - self._lease_at > self.lease_seconds / 2:
                     self._renew()  # at pre-call, and after a long model call
@@ -160,9 +160,11 @@ class Session:
 
     def release(self) -> None:
         """End the call: give the lease up (after a failed model call, say)."""
+        if self._store is None:  # no lease, nor a holder (see ``held_by``)
+            return
         with self._lock:
             lease, self._lease, self._holder = self._lease, None, None
-            if lease is not None and self._store is not None:
+            if lease is not None:
                 self._store.release(lease)
 
     def held_by(self, holder: object) -> None:
