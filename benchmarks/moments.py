@@ -221,7 +221,9 @@ def memory_round(size: int, scratch: Path) -> dict[str, float]:
     the session adds to the process, the strings shared)."""
     lane = session_lane("memory", size, scratch)
     lane.rebuild()
-    messages = [entry.message() for entry in lane.session.history]
+    # each message its own objects, as a host parsing the API's JSON has them (the
+    # synthetic turns share strings, which a deep copy of the list would keep shared)
+    messages = [marshal.loads(marshal.dumps(entry.message())) for entry in lane.session.history]
     lane.close()
     del lane
     gc.collect()

@@ -183,7 +183,8 @@ def test_a_prepared_placeholder_follows_an_edit_of_its_tool_call():
 
 @pytest.fixture
 def woken(monkeypatch) -> list[str]:
-    """One item per task handed to the background threads (a thread woken or started)."""
+    """One item per task handed to the background threads (queued for an idle thread's
+    poll, or a thread started)."""
     from stenograph.engine import background
 
     tasks: list[str] = []
@@ -203,9 +204,9 @@ def test_a_call_hands_the_background_its_counts_once_the_request_is_out(woken):
     woken.clear()
     for _ in range(3):
         session.append({"role": "user", "content": "go on " * 50})
-        assert not woken  # appending wakes no thread
+        assert not woken  # appending hands nothing over
         session.pre_call(model="m")
-        assert len(woken) == 1  # one wake, as the request is handed out
+        assert len(woken) == 1  # one hand-over, as the request is handed out
         session.post_sampling(text_reply())
         session.wait_for_background()
         woken.clear()
@@ -229,7 +230,7 @@ def test_counts_are_handed_over_in_batches_when_responses_report_usage(woken):
         session.pre_call(model="m")
         session.wait_for_background(batched=False)  # the model call: what was started runs
         session.post_sampling(usage_reply(n))
-    # two entries a call; one wake for each batch of COUNT_BATCH entries
+    # two entries a call; one hand-over for each batch of COUNT_BATCH entries
     assert len(woken) == 2 * calls // COUNT_BATCH
     uncounted = [e for e in session.history if e.tokens < 0]
     assert 0 < len(uncounted) <= COUNT_BATCH

@@ -559,8 +559,8 @@ class Session:
             self._last_response = entry
 
     def _hand_over_counts(self) -> None:
-        """Start counting the queued entries during the model call, once a batch of them
-        waits (one thread wake per batch, not per call), or at once when the newest
+        """Hand the queued entries over for counting during the model call, once a batch
+        of them waits (one hand-over per batch, not per call), or at once when the newest
         response reported no usage: the context size then needs the counts."""
         last, counts = self._last_response, self._background[COUNTS]
         if counts.waiting >= COUNT_BATCH or last is None or not last.usage:
