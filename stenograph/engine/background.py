@@ -35,14 +35,12 @@ class Pool:
         self._idle = 0
         self.threads: set[threading.Thread] = set()
 
-    def run(self, task: Callable[[], object], wake: bool = False) -> None:
+    def run(self, task: Callable[[], object]) -> None:
         """Queue ``task`` for the next free thread: an idle one takes it within
-        ``poll_seconds`` (at once with ``wake``); with none idle, a thread is started."""
+        ``poll_seconds`` (at once after :meth:`hurry`); with none idle, a thread is started."""
         with self._lock:
             self._tasks.append(task)
             if self._idle >= len(self._tasks):
-                if wake:
-                    self._cond.notify()
                 return
             thread = threading.Thread(target=self._loop, name="stenograph-background", daemon=True)
             self.threads.add(thread)

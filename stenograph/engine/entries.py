@@ -252,20 +252,10 @@ _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 def _copy(value: Any) -> Any:
-    kind = type(value)
-    if kind is dict:
+    if isinstance(value, dict):  # subclasses too, copied into plain dicts and lists
         return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _ATOMS else _copy(v) for v in value]
-    return value if kind in _ATOMS else _walk_copy(value)
-
-
-def _walk_copy(value: Any) -> Any:
-    """:func:`_copy` of anything else: subclasses of the built-in types, models, objects."""
-    if isinstance(value, dict):
-        return {k: _walk_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_walk_copy(v) for v in value]
+        return [v if type(v) in _ATOMS else _copy(v) for v in value]
     if isinstance(value, str | int | float | bool | None):
         return value
     if hasattr(value, "model_dump"):
