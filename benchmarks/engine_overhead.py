@@ -11,6 +11,10 @@ same synthetic history and then the same turns:
   while the background work they handed over runs) ``session.post_sampling``, on the
   ``default`` preset (forked-extraction offline, its background notes writer awaited
   between calls, untimed), ``state_dir=None``; the two timed parts are reported too;
+* ``default, request held``: the same, the lane holding each request until the next
+  ``pre_call`` returned, as a host loop's ``request = session.pre_call(...)`` does (the
+  other lanes let it go, as ``wrap(client, session)`` does: the session then brings the
+  list it handed out up to date instead of copying the history's);
 * ``inactivity-only``: the same on the ``inactivity-only`` preset;
 * ``no handlers``: the same on an empty preset: the engine's own share of the call (the
   entries made, the request rendered and guarded, the phases run with no slot).
@@ -39,7 +43,8 @@ CALLS, QUICK_CALLS = 300, 20
 FLOOR_TARGETS = {100: 3.0, 1_000: 3.0, 3_000: 2.0, 10_000: 2.0}  # default / floor
 SIZE_TARGET = 3.0  # cost(10,000) / cost(100)
 PRESETS = ("default", "inactivity-only")  # shipped presets, in memory
-OURS = (*PRESETS, "no handlers")  # and an empty preset: the engine's own share
+HELD = "default, request held"  # the default preset, the host holding each request
+OURS = (PRESETS[0], HELD, *PRESETS[1:], "no handlers")  # and no handler: the engine's share
 
 
 def lanes_at(size: int, scratch: Path) -> list[Lane]:
@@ -48,7 +53,8 @@ def lanes_at(size: int, scratch: Path) -> list[Lane]:
     engines = {p: make_engine(p, scratch) for p in PRESETS}
     engines["no handlers"] = engine_of("no-handlers", {})
     ours = [SessionLane(p, size, histories, engine=engine) for p, engine in engines.items()]
-    return [FloorLane("floor", size, histories), *ours]
+    held = SessionLane(HELD, size, histories, engine=engines["default"], hold=True)
+    return [FloorLane("floor", size, histories), ours[0], held, *ours[1:]]
 
 
 def run_size(size: int, calls: int, scratch: Path, log: Log) -> dict[str, Any]:

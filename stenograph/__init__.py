@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .engine.guard import check_pairing, check_request
     from .engine.handler import Handler
     from .engine.hookspecs import hookimpl
-    from .engine.request import Request
+    from .engine.request import Request, RequestMessages
     from .engine.session import Session
     from .engine.settings import HandlerSettings
     from .engine.state import HandlerState, StateKey
@@ -82,6 +82,7 @@ _EXPORTS = {
     "PreCallCall": ".engine.context",
     "PresetError": ".engine.errors",
     "Request": ".engine.request",
+    "RequestMessages": ".engine.request",
     "RequestError": ".engine.errors",
     "RequestViolation": ".engine.events",
     "Session": ".engine.session",
@@ -130,6 +131,7 @@ __all__ = [
     "PresetError",
     "Request",
     "RequestError",
+    "RequestMessages",
     "RequestViolation",
     "Session",
     "Slot",

@@ -240,5 +240,7 @@ def test_an_offline_notes_request_copies_nothing_of_the_history_on_the_call_path
     run_tool_calls(session, clock, 4)
     assert session.wait_for_background()
     started = [e for e in session.events if isinstance(e, stenograph.ExtractionStarted)]
-    assert started and len(copies) == 4  # one per request handed to the host, none per notes job
+    # the first request's list alone: the later requests bring it up to date (the host let
+    # each go), and no notes job copies the history
+    assert started and len(copies) == 1
     assert "Read" in session.notes_at(started[-1].path).read()[0]

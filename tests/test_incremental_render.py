@@ -157,28 +157,68 @@ def rendered_from_scratch(history: History) -> list[dict[str, Any]]:
 
 
 @PROPERTY
-@given(steps)
-@example([("turn", 1, True, "ok"), ("memorize", 9, False, False, False), ("edit", 0, "more")])
-@example([("calls", 1, "Read"), ("window", 0, "user")])  # a merged preamble: numbered as sent
+@given(steps, st.lists(st.integers(0, 7), max_size=25))
+@example([("turn", 1, True, "ok"), ("memorize", 9, False, False, False), ("edit", 0, "more")], [])
+@example([("calls", 1, "Read"), ("window", 0, "user")], [])  # a merged preamble, numbered as sent
 @example(
     [
         ("turn", 1, True, "a"),
         ("memorize", 9, False, False, False),
         ("turn", 1, True, "b"),
         ("truncate", 2),
-    ]
+    ],
+    [2, 0, 3, 0],
 )
-def test_the_kept_request_equals_a_full_rebuild(plan):
+def test_the_kept_request_equals_a_full_rebuild(plan, hosts):
+    """``hosts``: what the host does with each request (0-1: drops it, 2: holds it until
+    the next, 3-7: changes its list in one of the ``HOST_EDITS`` ways, then drops it)."""
     conversation = Conversation()
     conversation.session.append({"role": "user", "content": "Start."})
-    for step in plan:
+    kept: tuple[list[Any], list[Any]] | None = None  # a request the host holds, and a copy
+    for number, step in enumerate(plan):
         conversation.apply(step)
         history, session = conversation.session.history, conversation.session
         recorded = len(session.events)
         sent = session.pre_call(model="m")["messages"]
         assert sent == rendered_from_scratch(history), step
+        if kept is not None:  # the list of a request the host held is left as it was
+            assert kept[0] == kept[1]
         # the incremental guard (messages settled as they are placed) finds what a check of
         # the whole request finds, numbered as sent (a preamble merged with the window)
         found = [e for e in session.events[recorded:] if isinstance(e, RequestViolation)]
         assert {p for e in found for p in e.problems} == set(check_request(sent)), step
         conversation.session.wait_for_background()  # counted: memorizes use prepared forms
+        host = hosts[number] if number < len(hosts) else 0
+        kept = (sent, list(sent)) if host == 2 else None
+        if host > 2:  # the host edits the list it was handed, then drops it
+            HOST_EDITS[host - 3](sent)
+        del sent  # what the host drops, the session may bring up to date in place
+
+
+HOST_EDITS = [
+    lambda sent: sent.append({"role": "user", "content": "more"}),
+    lambda sent: sent.__setitem__(-1, {"role": sent[-1]["role"], "content": "changed"}),
+    lambda sent: sent.pop(),
+    lambda sent: sent.insert(0, {"role": "user", "content": "first"}),
+    lambda sent: sent.reverse(),
+]
+
+
+def test_a_request_let_go_is_brought_up_to_date_in_place_and_one_held_is_left_alone():
+    conversation = Conversation()
+    session = conversation.session
+    session.append({"role": "user", "content": "Start."})
+    handed = id(session.pre_call(model="m")["messages"])  # let go at once, as a wrapper does
+    conversation.apply(("turn", 2, False, "ok"))
+    again = session.pre_call(model="m")
+    # the same list, the new messages put at its end (a copy would be made while the old
+    # list is still alive, so it could not have the old one's id)
+    assert id(again["messages"]) == handed
+    assert again["messages"] == rendered_from_scratch(session.history)
+    kept = list(again["messages"])
+    conversation.apply(("memorize", 40, False, False, False))
+    conversation.apply(("turn", 1, True, "more"))
+    latest = session.pre_call(model="m")
+    assert latest["messages"] is not again["messages"]  # held: copied, not changed
+    assert again["messages"] == kept
+    assert latest["messages"] == rendered_from_scratch(session.history)

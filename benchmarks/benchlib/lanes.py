@@ -109,12 +109,17 @@ class SessionLane(Lane):
     ``pre_call`` (handlers, the request rendered) and, after the model call (untimed),
     ``post_sampling`` (the reply appended, handlers). The history is taken in by such
     calls (``by_calls``) or appended as it is; ``pause`` seconds of idling follow it
-    (memorize acts on the first warm-up call)."""
+    (memorize acts on the first warm-up call). ``hold``: the lane keeps each request until
+    the next call's ``pre_call`` returned (a host loop's ``request = session.pre_call(...)``),
+    so that the session copies the history's list rather than bringing the one it handed
+    out before up to date (a wrapper such as ``wrap(client, session)`` lets it go)."""
 
     engine: stenograph.Engine | None = None
     state_dir: Path | None = None
     by_calls: bool = True
     pause: float = 0.0
+    hold: bool = False
+    held: Any = None
     session: Any = None
     memorized_at_close: int = 0
     clock: stenograph.ManualClock = field(default_factory=lambda: stenograph.ManualClock(T0))
@@ -165,7 +170,9 @@ class SessionLane(Lane):
         session = self.session
         start = time.perf_counter_ns()
         session.append(user)
-        session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
+        request = session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)
+        if self.hold:
+            self.held = request  # the one held before is let go now, as in a host loop
         before = time.perf_counter_ns() - start
         self.settle()
         start = time.perf_counter_ns()
@@ -187,6 +194,7 @@ class SessionLane(Lane):
 
     def close(self) -> None:
         """Close the session (state saved when on disk), counting its memorized entries."""
+        self.held = None
         if self.session is not None:
             self.memorized_at_close = self.memorized()
             self.session.close()

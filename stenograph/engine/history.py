@@ -28,6 +28,7 @@ from .rendering import (
     render_content,
     render_content_is_base,
 )
+from .request import RequestMessages
 from .tokens import ESTIMATORS, content_tokens, token_bound
 
 NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
@@ -77,6 +78,10 @@ class History:
         self.preamble: list[dict[str, Any]] = []
         self._window_message = 0
         self._before_window: dict[str, int] = {}
+        # the request list handed out last: messages[_handed_start:_handed], the preamble
+        # none (start -1: a copy of another shape); _replaced: messages changed below _handed
+        self._handed, self._handed_start = 0, -1
+        self._replaced: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -228,7 +233,7 @@ class History:
         message = {"role": entry.role, "content": old + new}
         ids = message_ids({"role": entry.role, "content": new})
         before = self._ids[index]
-        self._messages[index] = message
+        self._put(index, message)
         if ids.content_problems:  # rare: checked whole, so block numbers are the message's
             self._set_ids(index, message_ids(message))
             return
@@ -248,10 +253,16 @@ class History:
             message = {"role": run.role, "content": self.rendered(run)}
         else:
             message = merge_run(run[0].role, [self.rendered(e) for e in run])
-        self._messages[message_index] = message
+        self._put(message_index, message)
         if not same_ids:  # the request guard checks what changed
             view = _view(run, message) if isinstance(run, Entry) else message_ids(message)
             self._set_ids(message_index, view)
+
+    def _put(self, index: int, message: dict[str, Any]) -> None:
+        """Replace message ``index`` (noted for the request list handed out)."""
+        self._messages[index] = message
+        if index < self._handed:
+            self._replaced.add(index)
 
     def _run(self, message_index: int) -> Sequence[Entry]:
         """The entries of message ``message_index``."""
@@ -301,7 +312,7 @@ class History:
         entries left for the general path are returned."""
         pending_pop = self.unmemorized_tool_entries.pop
         message_of, runs, messages = self._message_of, self._runs, self._messages
-        placed = len(message_of)
+        placed, handed, replaced = len(message_of), self._handed, self._replaced
         rest, memo, plain = [], None, False
         for entry in entries:
             if entry.memo is not memo:
@@ -323,6 +334,8 @@ class History:
             if entry.cache:
                 _drop_derived(entry.cache)
             messages[message] = {"role": entry.role, "content": form}
+            if message < handed:
+                replaced.add(message)
         return rest
 
     def _recount(self, entry: Entry) -> None:
@@ -355,6 +368,31 @@ class History:
             return head + window
         joint = merge_run(window[0]["role"], [head[-1]["content"], window[0]["content"]])
         return [*head[:-1], joint, *window[1:]]
+
+    def request_messages(self, reuse: RequestMessages | None = None) -> RequestMessages:
+        """:meth:`messages` as a ``RequestMessages``. ``reuse``: the list this returned
+        last, which nobody else holds any more (see ``request.sole_messages``): brought up
+        to date in place (the messages appended since put at its end, those replaced put
+        back) rather than copied, unless the preamble or the window start changed, or the
+        history was rebuilt, or a quarter of it was replaced."""
+        messages, start, handed = self._messages, self._window_message, self._handed
+        replaced, self._replaced = self._replaced, set()
+        if (
+            reuse is None
+            or self.preamble
+            or start != self._handed_start
+            or len(reuse) != handed - start
+            or len(replaced) * 4 > len(reuse)
+        ):
+            fresh = RequestMessages(self.messages())
+            self._handed, self._handed_start = len(messages), -1 if self.preamble else start
+            return fresh
+        for index in replaced:
+            if index >= start:
+                list.__setitem__(reuse, index - start, messages[index])
+        list.extend(reuse, messages[handed:])
+        self._handed = len(messages)
+        return reuse
 
     def request_problems(self) -> list[str]:
         """What the Messages API would reject in the request (see ``guard``), checking the

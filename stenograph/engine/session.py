@@ -25,7 +25,7 @@ from .extraction import NotesRecord
 from .history import History
 from .hooks import SessionHooks
 from .notes import MAX_NOTES_CHARS
-from .request import Request
+from .request import Request, sole_messages
 from .state import Stash
 from .store import JOURNAL_BYTES, check_entry, check_json, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
@@ -605,7 +605,8 @@ class Session:
             request["system"] = call.system
         if call.tools is not None:
             request["tools"] = call.tools
-        request["messages"] = self.history.messages()
+        previous = None if self.last_request is None else sole_messages(self.last_request)
+        request["messages"] = self.history.request_messages(previous)
         request.update(call.extra)
         problems = self.history.request_problems()
         if problems:
