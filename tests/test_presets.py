@@ -152,6 +152,19 @@ def test_bad_overrides_and_env(monkeypatch):
         stenograph.Engine.from_preset("default")
 
 
+def test_a_check_across_settings_names_who_set_each_of_them(monkeypatch):
+    monkeypatch.setenv("STENOGRAPH_MEMORY_COMPACT__MAX_KEEP_TOKENS", "1")
+    overrides = {"memory-compact": {"minKeepTextMessages": 1}}
+    with pytest.raises(stenograph.PresetError) as raised:
+        stenograph.Engine.from_preset("coding-agent", overrides=overrides)
+    message = str(raised.value)
+    assert message.startswith("Invalid settings of handler 'memory-compact' in ")
+    assert "maxKeepTokens: env STENOGRAPH_MEMORY_COMPACT__MAX_KEEP_TOKENS" in message
+    assert "minKeepTextMessages: overrides" in message
+    assert "minKeepTokens: preset " in message  # the preset file's own layer
+    assert "minKeepTokens must not exceed maxKeepTokens" in message
+
+
 @pytest.mark.parametrize(("text", "message"), BAD[:4] + BAD[6:7])
 def test_cli_check_gives_one_clear_line_and_exit_2(tmp_path, text, message):
     path = write(tmp_path, text)

@@ -94,37 +94,19 @@ class Worker:
         self._lock = threading.Lock()  # taken directly on the call path: Condition's
         self._cond = threading.Condition(self._lock)  # own __enter__ is a Python call
 
-    def submit(self, job: Callable[[], object], wake: bool = True) -> None:
+    def submit(self, job: Callable[[], object]) -> None:
         """Queue ``job``; it runs after the jobs submitted before it, handed to the pool
-        (which takes it within its poll). ``wake`` False: it waits for the next
-        :meth:`kick` (or a waking submit, or :meth:`wait`), so that a call's path hands no
-        thread work while the host waits on it."""
+        (which takes it within its poll)."""
         with self._lock:
             self._jobs.append(job)
-            if self._active or not wake:
+            if self._active:
                 return
             self._active = True
         self._pool.run(self._drain)
 
-    @property
-    def waiting(self) -> int:
-        """How many jobs wait for a kick (none while a drain runs: it takes them too)."""
-        return 0 if self._active else len(self._jobs)
-
-    def kick(self) -> None:
-        """Start running the queued jobs (nothing happens when none waits or they run)."""
-        with self._lock:
-            if self._active or not self._jobs:
-                return
-            self._active = True
-        self._pool.run(self._drain)
-
-    def wait(self, timeout: float, start: bool = True) -> bool:
-        """Run what is queued and wait until no job is queued or running; True when idle.
-        ``start`` False: jobs waiting for a kick are left queued (and True means only that
-        nothing runs). What waits for a thread's poll is started at once."""
-        if start:
-            self.kick()
+    def wait(self, timeout: float) -> bool:
+        """Wait until no job is queued or running (what waits for a thread's poll is
+        started at once); True when idle."""
         if self._active:
             self._pool.hurry()
         deadline = time.monotonic() + max(0.0, timeout)

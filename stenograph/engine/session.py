@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Container, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -116,6 +117,10 @@ class Session:
         self._state_lock = threading.Lock()  # state changes made by background work
         self._last_response: Entry | None = None
         self._background = {COUNTS: Worker(f"stenograph-{self.id}-{COUNTS}")}
+        self._uncounted: deque[Entry] = deque()  # appended, not handed over for counting yet
+        # the job counting them (holding the history, not the session: a queued job does
+        # not keep an abandoned session alive)
+        self._count_job = functools.partial(count_queued, self._uncounted, self.history)
         self._state: dict[str, Any] = {"handlers": {}}
         self.stash = Stash()  # live per-session values under typed keys, never saved
         self._closed = False
@@ -363,10 +368,9 @@ class Session:
         ``batched`` False: counts still waiting for their batch stay queued, and only the
         work already started is waited for (what a model call's latency lets run)."""
         deadline = time.monotonic() + max(0.0, timeout)
-        return all(
-            w.wait(deadline - time.monotonic(), start=batched)
-            for w in list(self._background.values())
-        )
+        if batched and self._uncounted:
+            self._background[COUNTS].submit(self._count_job)
+        return all(w.wait(deadline - time.monotonic()) for w in list(self._background.values()))
 
     def close(self, timeout: float = CLOSE_WAIT_SECONDS) -> None:
         """Wait (bounded) for background work, run ``session_closing``, save the state."""
@@ -519,6 +523,8 @@ class Session:
         worker = self._background.get(name)
         if worker is None:
             worker = self._background.setdefault(name, Worker(f"stenograph-{self.id}-{name}"))
+        if name == COUNTS and self._uncounted:  # after the counts of the entries before it
+            worker.submit(self._count_job)
         telemetry = self.engine.telemetry
         worker.submit(work if telemetry is None else telemetry.carry(work))
 
@@ -554,7 +560,7 @@ class Session:
         self.history.add(entry)
         self._host_known = len(self.history.entries)
         if entry.content:  # counted once the request is out (see ``pre_call``)
-            self._background[COUNTS].submit(functools.partial(self.history.count, entry), False)
+            self._uncounted.append(entry)
         if entry.role == "assistant":
             self._last_response = entry
 
@@ -562,9 +568,9 @@ class Session:
         """Hand the queued entries over for counting during the model call, once a batch
         of them waits (one hand-over per batch, not per call), or at once when the newest
         response reported no usage: the context size then needs the counts."""
-        last, counts = self._last_response, self._background[COUNTS]
-        if counts.waiting >= COUNT_BATCH or last is None or not last.usage:
-            counts.kick()
+        last, waiting = self._last_response, len(self._uncounted)
+        if waiting and (waiting >= COUNT_BATCH or last is None or not last.usage):
+            self._background[COUNTS].submit(self._count_job)
 
     def _adopt(self, edits: dict[int, dict[str, Any]]) -> list[Entry]:
         """Give entries the host's new content (checked and persisted first, then applied)."""
@@ -899,6 +905,17 @@ class Session:
                 )
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             log.warning("session %s: skipped a journal record (%s): %.120s", self.id, exc, record)
+
+
+def count_queued(queue: deque[Entry], history: History) -> None:
+    """Count the entries ``queue`` holds (on the counting worker; the host appends
+    meanwhile: each entry is taken off the queue once, whichever job takes it)."""
+    while queue:
+        try:
+            entry = queue.popleft()
+        except IndexError:  # another job took the last one
+            return
+        history.count(entry)
 
 
 def _is_notes(value: Any) -> bool:

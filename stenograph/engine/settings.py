@@ -165,12 +165,20 @@ class SettingsResolver:
     def _explain(self, exc: ValidationError, origins: dict[str, str]) -> str:
         lines = []
         for err in exc.errors():
-            name = ".".join(str(p) for p in err["loc"]) or "(settings)"
+            name = ".".join(str(p) for p in err["loc"])
+            what = f"value for '{to_camel(name)}'" if name else "settings"  # a check across them
             field = self.model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
             allowed = f" ({field.description})" if field and field.description else ""
-            layer = origins.get(str(err["loc"][0]), "") if err["loc"] else ""
+            layer = origins.get(str(err["loc"][0]), "") if err["loc"] else _layers(err, origins)
             lines.append(
-                f"Invalid value for '{to_camel(name)}' of handler '{self.handler}' in"
+                f"Invalid {what} of handler '{self.handler}' in"
                 f" {self.where} (set by {layer}): {err['msg']}; got {err.get('input')!r}.{allowed}"
             )
         return "\n".join(lines)
+
+
+def _layers(err: Any, origins: dict[str, str]) -> str:
+    """Who set the values a check across settings refused (its input: the settings given)."""
+    given = err.get("input")
+    names = [str(k) for k in given if k in origins] if isinstance(given, dict) else []
+    return "; ".join(f"{to_camel(n)}: {origins[n]}" for n in names) or "the defaults"
