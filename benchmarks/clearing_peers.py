@@ -7,7 +7,10 @@ same turns (one call: the tool results in, the request out, the reply in; no mod
   memorized by a 600 s pause (the reduced forms sent on every call), next to ``langchain``:
   ``ContextEditingMiddleware(edits=[ClearToolUsesEdit()])`` (defaults: trigger 100,000
   approximate tokens, keep 3) run the way ``create_agent``'s model node runs
-  ``wrap_model_call``, clearing every tool result but the last 3 on every call;
+  ``wrap_model_call``, clearing every tool result but the last 3 on every call; and
+  ``stenograph middleware``, the same agent list and calls through our
+  ``StenographMiddleware`` on the same preset, memorized the same way (needs the
+  ``langchain`` extra; skipped with the reason without it);
 * **check only**: ``inactivity-only``, the same preset with no pause (its check runs, nothing
   is memorized), next to ``harness``: ``ClearToolResults(max_tokens=..., keep_pairs=3)`` of
   ``pydantic-ai-harness`` with a trigger no history here reaches. The harness pins its own
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.engines import make_engine
-from benchlib.history import MODEL, SYSTEM_PROMPT, TOOLS, HistoryCache, digest
+from benchlib.history import MODEL, SYSTEM_PROMPT, T0, TOOLS, HistoryCache, digest
 from benchlib.lanes import Lane, SessionLane, interleave
 from benchlib.report import Log, finish, machine, parser, warm_tokenizer
 from benchlib.stats import fmt_us, ratio, verdict
@@ -166,22 +169,88 @@ class LangChainLane(Lane):
         return elapsed
 
 
+@dataclass
+class MiddlewareLane(LangChainLane):
+    """The same agent list and calls, through ``StenographMiddleware`` (``inactivity-only``,
+    in memory) instead of LangChain's: the list fed whole on every call, the session's
+    request converted back to LangChain messages; the history memorized by a pause after
+    it was fed (untimed), so that every timed call sends the reduced forms."""
+
+    clock: Any = None
+    memorized_at_close: int = 0
+
+    def open(self, messages: list[dict[str, Any]]) -> None:
+        """LangChain's lane's list, our middleware, the history fed, then the pause."""
+        import stenograph
+        from stenograph.integrations.langchain import StenographMiddleware, to_anthropic
+
+        super().open(messages)
+        self.clock = stenograph.ManualClock(T0)
+        self.middleware = StenographMiddleware(
+            make_engine("inactivity-only"),
+            session_key=lambda request: "bench",
+            state_dir=None,
+            clock=self.clock,
+        )
+        session = self.middleware.session("bench")
+        session.sync(to_anthropic(self.messages))  # the history as a first call feeds it
+        session.wait_for_background()
+        self.clock.advance(PAUSE_SECONDS)
+
+    def prepare(self, stream: int, index: int) -> tuple[list[Any], Any]:
+        """The next turn; the clock moves as a tool run and a model call would."""
+        turn = super().prepare(stream, index)
+        if self.clock is not None:
+            self.clock.advance(self.synth.rng.uniform(2.0, 45.0))
+        return turn
+
+    def close(self) -> None:
+        """Count the memorized entries, close the middleware's session."""
+        if self.clock is not None:
+            session = self.middleware.session("bench")
+            self.memorized_at_close = sum(1 for e in session.history if e.memorized)
+            self.middleware.close()
+            self.clock = None
+
+
+def middleware_missing() -> str | None:
+    """Why the middleware lane cannot run (None: it can)."""
+    try:
+        import stenograph.integrations.langchain  # noqa: F401
+    except ImportError as exc:
+        return f"the langchain extra is not installed ({exc}); pip install -e '.[langchain]'"
+    return None
+
+
 def clearing(sizes: tuple[int, ...], calls: int, log: Log) -> dict[str, Any]:
     """``memorized`` next to ``langchain`` at every size."""
     engine = make_engine("inactivity-only")
     out: dict[str, Any] = {}
+    middleware = middleware_missing()
+    if middleware is not None:
+        log(f"the stenograph middleware lane is skipped: {middleware}")
     for size in sizes:
         histories = HistoryCache()
         ours = SessionLane("memorized", size, histories, engine=engine, pause=PAUSE_SECONDS)
         theirs = LangChainLane("langchain", size, histories)
-        log(f"clearing at {size:,} messages: 2 lanes x {calls} calls")
-        interleave([ours, theirs], calls)
+        lanes: list[Lane] = [ours, theirs]
+        if middleware is None:
+            lanes.append(MiddlewareLane("stenograph middleware", size, histories))
+        log(f"clearing at {size:,} messages: {len(lanes)} lanes x {calls} calls")
+        interleave(lanes, calls)
         ours.samples.note += f"; {ours.memorized_at_close:,} entries memorized"
         theirs.samples.note += f"; {theirs.cleared:,} ToolMessages cleared per call"
-        out[str(size)] = {
+        row: dict[str, Any] = {
             "samples": {"memorized": ours.samples, "langchain": theirs.samples},
             "langchain_over_memorized": ratio(theirs.samples, ours.samples),
         }
+        if middleware is None:
+            lane = lanes[2]
+            assert isinstance(lane, MiddlewareLane)
+            lane.samples.note += f"; {lane.memorized_at_close:,} entries memorized"
+            row["samples"]["stenograph middleware"] = lane.samples
+            row["langchain_over_middleware"] = ratio(theirs.samples, lane.samples)
+        out[str(size)] = row
     return out
 
 
@@ -335,15 +404,16 @@ def print_rows(title: str, rows: dict[str, Any], key: str) -> None:
     for size, row in rows.items():
         print(f" {int(size):,} messages")
         for name, s in row["samples"].items():
-            print(f"   {name:<16} {fmt_us(s.median):>9} / {fmt_us(s.p90):>9}  ({s.note})")
-        print(f"   {key}: median {row[key]['median']:.1f}x, p90 {row[key]['p90']:.1f}x")
+            print(f"   {name:<22} {fmt_us(s.median):>9} / {fmt_us(s.p90):>9}  ({s.note})")
+        for name in [key, *sorted(k for k in row if k.endswith("_over_middleware"))]:
+            print(f"   {name}: median {row[name]['median']:.1f}x, p90 {row[name]['p90']:.1f}x")
 
 
 def print_report(results: dict[str, Any]) -> None:
     """Human-readable tables."""
     print(f"(tiktoken load before timing: {results['tiktoken_load_ms']:.0f} ms)")
     print_rows(
-        "clearing: memorized vs LangChain, median / p90",
+        "clearing: memorized (and our LangChain middleware) vs LangChain's, median / p90",
         results["clearing"],
         "langchain_over_memorized",
     )

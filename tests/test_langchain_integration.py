@@ -215,6 +215,51 @@ def test_conversion_round_trips_a_tool_loop():
     assert to_anthropic(back) == converted
 
 
+def test_each_message_is_converted_once_each_way_and_again_when_a_field_changes(monkeypatch):
+    from langchain.agents.middleware.types import ModelRequest, ModelResponse
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    import stenograph.integrations.langchain as adapter
+
+    converted: list[str] = []
+    into, back = adapter._to_anthropic, adapter.from_anthropic
+    monkeypatch.setattr(adapter, "_to_anthropic", lambda m: (converted.append("in"), into(m))[1])
+    monkeypatch.setattr(
+        adapter, "from_anthropic", lambda ms: (converted.append("out"), back(ms))[1]
+    )
+    middleware = StenographMiddleware("inactivity-only", state_dir=None, session_key=lambda r: "k")
+    model, system = FakeListChatModel(responses=["unused"]), SystemMessage(content=SYSTEM)
+    messages: list = [HumanMessage(content="Read a.py")]
+    sent: list = []
+
+    def call(reply: AIMessage) -> None:
+        request = ModelRequest(
+            model=model, messages=messages, system_message=system, tools=[], state={}
+        )
+        handler = lambda r: (sent.append(r.messages), ModelResponse(result=[reply]))[1]  # noqa: E731
+        messages.extend(middleware.wrap_model_call(request, handler).result)
+
+    use = {"name": "read_file", "args": {"path": "a.py"}, "id": "toolu_1", "type": "tool_call"}
+    call(AIMessage(content="", tool_calls=[use]))
+    messages.append(ToolMessage(content="A" * 50, tool_call_id="toolu_1"))
+    call(AIMessage(content="Read it."))
+    messages.append(HumanMessage(content="Thanks"))
+    converted.clear()
+    call(AIMessage(content="Welcome."))
+    # the two messages new since the last call (its reply, the question), each way once
+    assert converted == ["in", "in", "out", "out"]
+    session = middleware.session("k")
+    assert sent[-1] == back(session.last_request["messages"])
+    converted.clear()
+    messages[2].content = "redacted"  # the agent's state edited: a field given a new value
+    call(AIMessage(content="Noted."))
+    assert converted.count("in") == 2  # that message again, and the reply before
+    assert session.history[2].content[0]["content"] == "redacted"
+    assert any(isinstance(e, stenograph.HistoryEdited) for e in session.events)
+    assert sent[-1] == back(session.last_request["messages"])
+    middleware.close()
+
+
 def test_a_merged_user_message_splits_into_tool_messages_then_the_text():
     merged = {
         "role": "user",

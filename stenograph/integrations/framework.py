@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import operator
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anthropic
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("stenograph.integrations")
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 Message = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -181,3 +183,39 @@ def feed(session: Session, messages: Sequence[Mapping[str, Any]]) -> bool:
         )
     )
     return False
+
+
+def _no_parts(message: Any) -> tuple[Any, ...]:
+    return ()
+
+
+class Conversions(Generic[T]):
+    """What ``convert`` made of each message of a list a framework passes whole on every
+    call, kept while the message is the same object and its ``parts`` (attributes that a
+    change would replace) are the same objects: each message is converted once, not once
+    per call. Kept only for the messages of the latest list (once the cache holds many
+    more)."""
+
+    def __init__(
+        self, convert: Callable[[Any], T], parts: Callable[[Any], tuple[Any, ...]] = _no_parts
+    ) -> None:
+        self._convert, self._parts = convert, parts
+        self._kept: dict[int, tuple[Any, tuple[Any, ...], T]] = {}
+
+    def __call__(self, messages: Sequence[Any]) -> list[T]:
+        """The conversions of ``messages``, in order."""
+        kept, parts, out = self._kept, self._parts, []
+        for message in messages:
+            now = parts(message)
+            hit = kept.get(id(message))
+            if hit is None or hit[0] is not message or not _same(hit[1], now):
+                hit = kept[id(message)] = (message, now, self._convert(message))
+            out.append(hit[2])
+        if len(kept) > 2 * len(messages) + 16:
+            live = {id(m) for m in messages}
+            self._kept = {k: v for k, v in kept.items() if k in live}
+        return out
+
+
+def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    return all(map(operator.is_, before, now))

@@ -41,8 +41,9 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
 from ..engine.clock import Clock
 from ..engine.engine import Engine
 from ..engine.session import Session
+from ..engine.state import StateKey
 from ..stores.base import Store
-from .framework import Message, ModelSettings, SessionPool, feed
+from .framework import Conversions, Message, ModelSettings, SessionPool, feed
 
 __all__ = [
     "StenographMiddleware",
@@ -160,15 +161,40 @@ class StenographMiddleware(AgentMiddleware):
 
 def _before(session: Session, request: ModelRequest) -> ModelRequest | None:
     """Feed the unseen messages, run pre-call; the request carrying the rendered messages
-    (None: the history could not be followed, send the agent's own request)."""
-    if not feed(session, to_anthropic(request.messages)):
+    (None: the history could not be followed, send the agent's own request). Each
+    message is converted once, each way (see :class:`Converted`)."""
+    converted = session.stash.setdefault(CONVERTED, Converted())
+    if not feed(session, converted.agent(request.messages)):
         return None
     rendered = session.pre_call(
         model=model_settings(request.model).model,
         system=system_to_anthropic(request.system_message),
         tools=tools_to_anthropic(request.tools) or None,
     )
-    return request.override(messages=from_anthropic(rendered["messages"]))
+    sent = [m for part in converted.rendered(rendered["messages"]) for m in part]
+    return request.override(messages=sent)
+
+
+class Converted:
+    """A session's conversions, kept across calls: of the agent's messages to Anthropic's
+    format (again when one of a message's fields is given a new value), and of the
+    rendered messages to LangChain's (the session's own, which never change: a memorized
+    or compacted message is a new one). The messages handed to the model are the same
+    objects from call to call: a middleware after this one must not change them in place
+    (LangChain's own copy what they edit)."""
+
+    def __init__(self) -> None:
+        self.agent = Conversions(_to_anthropic, _parts)
+        self.rendered = Conversions(lambda message: from_anthropic([message]))
+
+
+def _parts(message: BaseMessage) -> tuple[Any, ...]:
+    """What a change to a LangChain message replaces: its fields' values (compared by
+    identity; a pydantic model keeps them in its ``__dict__``)."""
+    return tuple(message.__dict__.values())
+
+
+CONVERTED = StateKey[Converted]("langchain:converted")
 
 
 def _after(session: Session, response: Any) -> None:
