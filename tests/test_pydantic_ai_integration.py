@@ -228,6 +228,43 @@ def test_a_placeholder_becomes_a_tool_return_of_the_named_tool():
     assert part.content == "[memorized: read_file result left out (1 chars)]"
 
 
+def test_rendered_messages_are_converted_once_and_again_when_what_they_read_changes(
+    monkeypatch,
+):
+    import stenograph.integrations.pydantic_ai as adapter
+
+    made: list[str] = []
+    convert = adapter._message
+    monkeypatch.setattr(
+        adapter, "_message", lambda m, *rest: (made.append(m["role"]), convert(m, *rest))[1]
+    )
+    rendered, system = to_anthropic(conversation()), [SystemPromptPart(content="sys")]
+    cache = adapter.Rendered()
+
+    def same_as_a_fresh_conversion(got: list, messages: list, parts: list) -> None:
+        counted = len(made)
+        fresh = from_anthropic(messages, system=parts)
+        del made[counted:]  # the cache's conversions alone are counted
+        assert to_anthropic(got) == to_anthropic(fresh)
+        names = [[getattr(p, "tool_name", None) for p in m.parts] for m in got]
+        assert names == [[getattr(p, "tool_name", None) for p in m.parts] for m in fresh]
+        assert [m.parts[0].content for m in got[:1]] == [fresh[0].parts[0].content]
+
+    same_as_a_fresh_conversion(cache(rendered, system), rendered, system)
+    assert len(made) == len(rendered)
+    made.clear()
+    first = cache(rendered, system)
+    assert made == [] and cache(rendered, system)[3] is first[3]  # the same objects again
+    other = [SystemPromptPart(content="another system")]
+    same_as_a_fresh_conversion(cache(rendered, other), rendered, other)
+    assert made == ["user"]  # the first request alone carries the system parts
+    made.clear()
+    # the results' message without the call before it: its tools are not known any more
+    same_as_a_fresh_conversion(cache(rendered[2:], system), rendered[2:], system)
+    assert made == ["user"]
+    assert cache(rendered[2:], system)[0].parts[1].tool_name == "tool"
+
+
 def keep_last_three_prompts(messages: list) -> list:
     """A host's own trimming: the history from the third-last user prompt on."""
     starts = [

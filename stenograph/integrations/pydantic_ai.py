@@ -233,7 +233,8 @@ def _before(
         system=system_of(messages, params) or None,
         tools=tools or None,
     )
-    return from_anthropic(request["messages"], system=_system_parts(messages))
+    rendered = session.stash.setdefault(RENDERED, Rendered())
+    return rendered(request["messages"], _system_parts(messages))
 
 
 def _after(session: Session, response: ModelResponse) -> None:
@@ -420,21 +421,76 @@ def from_anthropic(
     out: list[ModelMessage] = []
     names: dict[str, str] = {}
     for message in messages:
-        content = message["content"]
-        blocks = [_text(content)] if isinstance(content, str) else content
-        if message["role"] == "assistant":
-            out.append(ModelResponse(parts=[p for b in blocks if (p := _part(b, names))]))
-            continue
-        parts: list[Any] = list(system) if not out else []
-        for block in blocks:
-            if block.get("type") == "tool_result":
-                parts.append(_tool_return(block, names))
-            elif block.get("type") == "text":
-                parts.append(UserPromptPart(content=block["text"]))
-            else:
-                parts.append(UserPromptPart(content=[_user_item(block)]))
-        out.append(ModelRequest(parts=parts))
+        out.append(_message(message, names, () if out else system))
     return out
+
+
+def _message(
+    message: Mapping[str, Any], names: dict[str, str], system: Sequence[SystemPromptPart]
+) -> ModelMessage:
+    """One message of :func:`from_anthropic`: ``names`` (tool_use id -> tool name) says
+    what the tool results answer, and gains the tool calls of an assistant message;
+    ``system`` goes first in a request."""
+    content = message["content"]
+    blocks = [_text(content)] if isinstance(content, str) else content
+    if message["role"] == "assistant":
+        return ModelResponse(parts=[p for b in blocks if (p := _part(b, names))])
+    parts: list[Any] = list(system)
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            parts.append(_tool_return(block, names))
+        elif block.get("type") == "text":
+            parts.append(UserPromptPart(content=block["text"]))
+        else:
+            parts.append(UserPromptPart(content=[_user_item(block)]))
+    return ModelRequest(parts=parts)
+
+
+class Rendered:
+    """A session's rendered messages as pydantic-ai's, kept across calls: a rendered message
+    is the session's own and never changes (a memorized or compacted one is a new one), so
+    it is converted again only when what its conversion read beside it changed: the system
+    parts a first request carries, or the names of the tools its results answer. The
+    messages handed to the model are the same objects from call to call (pydantic-ai's own
+    passes over a history make new ones)."""
+
+    def __init__(self) -> None:
+        # id(message) -> (message, what it read, its conversion, the tool calls it names)
+        self._kept: dict[int, tuple[Any, tuple[Any, ...], ModelMessage, dict[str, str]]] = {}
+
+    def __call__(
+        self, messages: Sequence[Mapping[str, Any]], system: Sequence[SystemPromptPart]
+    ) -> list[ModelMessage]:
+        """:func:`from_anthropic` of ``messages``, each converted once."""
+        kept, out, names = self._kept, list[ModelMessage](), dict[str, str]()
+        for message in messages:
+            read = _read(message, names, () if out else system)
+            hit = kept.get(id(message))
+            if hit is None or hit[0] is not message or hit[1] != read:
+                calls: dict[str, str] = {}  # what an assistant message names; a request reads
+                source = calls if message["role"] == "assistant" else names
+                converted = _message(message, source, () if out else system)
+                hit = kept[id(message)] = (message, read, converted, calls)
+            names.update(hit[3])
+            out.append(hit[2])
+        if len(kept) > 2 * len(messages) + 16:
+            live = {id(m) for m in messages}
+            self._kept = {k: v for k, v in kept.items() if k in live}
+        return out
+
+
+def _read(
+    message: Mapping[str, Any], names: dict[str, str], system: Sequence[SystemPromptPart]
+) -> tuple[Any, ...]:
+    """What converting ``message`` reads beside it (see :class:`Rendered`)."""
+    content = message["content"]
+    if message["role"] == "assistant" or isinstance(content, str):
+        return (*system,)
+    answered = (names.get(b["tool_use_id"]) for b in content if b.get("type") == "tool_result")
+    return (*system, *answered)
+
+
+RENDERED = StateKey[Rendered]("pydantic-ai:rendered")
 
 
 def _part(block: dict[str, Any], names: dict[str, str]) -> Any:
