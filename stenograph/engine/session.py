@@ -368,8 +368,8 @@ class Session:
         ``batched`` False: counts still waiting for their batch stay queued, and only the
         work already started is waited for (what a model call's latency lets run)."""
         deadline = time.monotonic() + max(0.0, timeout)
-        if batched and self._uncounted:
-            self._background[COUNTS].submit(self._count_job)
+        if batched:
+            self._hand_over_uncounted()
         return all(w.wait(deadline - time.monotonic()) for w in list(self._background.values()))
 
     def close(self, timeout: float = CLOSE_WAIT_SECONDS) -> None:
@@ -523,8 +523,8 @@ class Session:
         worker = self._background.get(name)
         if worker is None:
             worker = self._background.setdefault(name, Worker(f"stenograph-{self.id}-{name}"))
-        if name == COUNTS and self._uncounted:  # after the counts of the entries before it
-            worker.submit(self._count_job)
+        if name == COUNTS:  # after the counts of the entries before it
+            self._hand_over_uncounted()
         telemetry = self.engine.telemetry
         worker.submit(work if telemetry is None else telemetry.carry(work))
 
@@ -568,8 +568,13 @@ class Session:
         """Hand the queued entries over for counting during the model call, once a batch
         of them waits (one hand-over per batch, not per call), or at once when the newest
         response reported no usage: the context size then needs the counts."""
-        last, waiting = self._last_response, len(self._uncounted)
-        if waiting and (waiting >= COUNT_BATCH or last is None or not last.usage):
+        last = self._last_response
+        if len(self._uncounted) >= COUNT_BATCH or last is None or not last.usage:
+            self._hand_over_uncounted()
+
+    def _hand_over_uncounted(self) -> None:
+        """Hand the counting worker the entries waiting to be counted (when some wait)."""
+        if self._uncounted:
             self._background[COUNTS].submit(self._count_job)
 
     def _adopt(self, edits: dict[int, dict[str, Any]]) -> list[Entry]:

@@ -211,10 +211,17 @@ class Conversions(Generic[T]):
             if hit is None or hit[0] is not message or not _same(hit[1], now):
                 hit = kept[id(message)] = (message, now, self._convert(message))
             out.append(hit[2])
-        if len(kept) > 2 * len(messages) + 16:
-            live = {id(m) for m in messages}
-            self._kept = {k: v for k, v in kept.items() if k in live}
+        self._kept = latest_only(kept, messages)
         return out
+
+
+def latest_only(kept: dict[int, Any], messages: Sequence[Any]) -> dict[int, Any]:
+    """``kept`` (by ``id`` of a message) without the messages ``messages`` no longer holds,
+    once it holds many more than them (so that a call does not walk it)."""
+    if len(kept) <= 2 * len(messages) + 16:
+        return kept
+    live = {id(m) for m in messages}
+    return {k: v for k, v in kept.items() if k in live}
 
 
 def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:

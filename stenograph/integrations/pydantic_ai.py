@@ -68,6 +68,7 @@ from .framework import (
     SessionPool,
     custom_headers,
     feed,
+    latest_only,
     session_id_for,
 )
 
@@ -473,9 +474,7 @@ class Rendered:
                 hit = kept[id(message)] = (message, read, converted, calls)
             names.update(hit[3])
             out.append(hit[2])
-        if len(kept) > 2 * len(messages) + 16:
-            live = {id(m) for m in messages}
-            self._kept = {k: v for k, v in kept.items() if k in live}
+        self._kept = latest_only(kept, messages)
         return out
 
 
