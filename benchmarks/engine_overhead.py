@@ -17,7 +17,10 @@ same synthetic history and then the same turns:
   list it handed out up to date instead of copying the history's);
 * ``inactivity-only``: the same on the ``inactivity-only`` preset;
 * ``no handlers``: the same on an empty preset: the engine's own share of the call (the
-  entries made, the request rendered and guarded, the phases run with no slot).
+  entries made, the request rendered and guarded, the phases run with no slot);
+* ``entries alone``: a bound below any session, not a session: the two messages made
+  entries and checked as a session makes and checks them, their messages put at the end
+  of the list handed out (no index, guard, phase, handler or count).
 
 What a session store adds per call is ``store_overhead.py``'s.
 
@@ -34,7 +37,7 @@ from typing import Any
 
 from benchlib.engines import engine_of, make_engine
 from benchlib.history import HistoryCache
-from benchlib.lanes import FloorLane, Lane, SessionLane, interleave
+from benchlib.lanes import EntriesLane, FloorLane, Lane, SessionLane, interleave
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
 from benchlib.stats import fmt_us, ratio, verdict
 
@@ -45,6 +48,7 @@ SIZE_TARGET = 3.0  # cost(10,000) / cost(100)
 PRESETS = ("default", "inactivity-only")  # shipped presets, in memory
 HELD = "default, request held"  # the default preset, the host holding each request
 OURS = (PRESETS[0], HELD, *PRESETS[1:], "no handlers")  # and no handler: the engine's share
+BOUND = "entries alone"  # the entries a session keeps, made and checked: a bound below ours
 
 
 def lanes_at(size: int, scratch: Path) -> list[Lane]:
@@ -54,7 +58,8 @@ def lanes_at(size: int, scratch: Path) -> list[Lane]:
     engines["no handlers"] = engine_of("no-handlers", {})
     ours = [SessionLane(p, size, histories, engine=engine) for p, engine in engines.items()]
     held = SessionLane(HELD, size, histories, engine=engines["default"], hold=True)
-    return [FloorLane("floor", size, histories), ours[0], held, *ours[1:]]
+    bound = EntriesLane(BOUND, size, histories)
+    return [FloorLane("floor", size, histories), ours[0], held, *ours[1:], bound]
 
 
 def run_size(size: int, calls: int, scratch: Path, log: Log) -> dict[str, Any]:
@@ -67,7 +72,7 @@ def run_size(size: int, calls: int, scratch: Path, log: Log) -> dict[str, Any]:
     return {
         "samples": samples,
         "parts": {lane.name: lane.parts for lane in lanes if isinstance(lane, SessionLane)},
-        "over_floor": {name: ratio(samples[name], floor) for name in OURS},
+        "over_floor": {name: ratio(samples[name], floor) for name in (*OURS, BOUND)},
     }
 
 

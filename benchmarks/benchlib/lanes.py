@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import stenograph
-from stenograph.engine.entries import copy_json
+from stenograph.engine.entries import copy_json, make_entry, response_entry
+from stenograph.engine.store import check_entry
 
 from .history import (
     MODEL,
@@ -48,6 +49,8 @@ class Lane:
     seed: int = 0
     builds: int = 0
     done: int = 0
+    #: untimed work run right before each timed call (``cold_calls.py``'s cache sweep)
+    sweep: Callable[[], object] | None = None
 
     def __post_init__(self) -> None:
         self.samples = Samples(f"{self.name} @ {self.size:,}")
@@ -61,8 +64,12 @@ class Lane:
         self.done += 1
 
     def call(self, stream: int, index: int) -> int:
-        """One call: the ``index``-th turn of ``stream``; nanoseconds."""
-        return self.run(self.prepare(stream, index))
+        """One call: the ``index``-th turn of ``stream`` (after ``sweep``, when set, between
+        the untimed preparation and the timed call); nanoseconds."""
+        turn = self.prepare(stream, index)
+        if self.sweep is not None:
+            self.sweep()
+        return self.run(turn)
 
     def rebuild(self) -> None:
         """A fresh shared history (untimed), then the warm-up calls."""
@@ -224,4 +231,30 @@ class FloorLane(Lane):
         request["messages"] = list(self.messages)
         self.request = request
         self.messages.append(copy_json(assistant))
+        return time.perf_counter_ns() - start
+
+
+@dataclass
+class EntriesLane(FloorLane):
+    """A bound below any session: what keeping *checked entries* costs alone. Each message
+    is made an ``Entry`` as ``session.append`` / ``post_sampling`` make it (copied, its
+    blocks read, its id and timestamp given) and checked as an in-memory session checks it
+    (what the journal could not hold refused), its message put at the end of the list
+    handed out, which is handed out as it is (as a session's list let go is brought up to
+    date): no index, no guard, no phase, no handler, no count."""
+
+    def run(self, turn: tuple[dict[str, Any], dict[str, Any]]) -> int:
+        """The input made an entry and sent, the list out, the reply made an entry; timed."""
+        user, assistant = turn
+        messages = self.messages
+        start = time.perf_counter_ns()
+        entry = make_entry(user, 0.0)
+        check_entry(entry)
+        messages.append({"role": entry.role, "content": entry.content})
+        request = {"model": MODEL, "system": SYSTEM_PROMPT, "tools": TOOLS}
+        request["messages"] = messages
+        self.request = request
+        entry = response_entry(assistant, 0.0)
+        check_entry(entry)
+        messages.append({"role": entry.role, "content": entry.content})
         return time.perf_counter_ns() - start
