@@ -45,6 +45,8 @@ class HostMessages:
 
     def plain(self, message: Any) -> dict[str, Any]:
         """``message`` (a dict or an SDK model) as a dict with JSON content."""
+        if type(message) is dict:  # the usual: no attribute looked up
+            return message
         if hasattr(message, "model_dump"):
             return cast(dict[str, Any], message.model_dump(mode="json", exclude_none=True))
         if not isinstance(message, dict):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import operator
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -185,19 +184,16 @@ def feed(session: Session, messages: Sequence[Mapping[str, Any]]) -> bool:
     return False
 
 
-def _no_parts(message: Any) -> tuple[Any, ...]:
-    return ()
-
-
 class Conversions(Generic[T]):
     """What ``convert`` made of each message of a list a framework passes whole on every
     call, kept while the message is the same object and its ``parts`` (attributes that a
-    change would replace) are the same objects: each message is converted once, not once
-    per call. Kept only for the messages of the latest list (once the cache holds many
-    more)."""
+    change would replace) are the same objects or equal ones: each message is converted
+    once, not once per call. Without ``parts``, kept while the message is the same object
+    (a message nobody changes). Kept only for the messages of the latest list (once the
+    cache holds many more)."""
 
     def __init__(
-        self, convert: Callable[[Any], T], parts: Callable[[Any], tuple[Any, ...]] = _no_parts
+        self, convert: Callable[[Any], T], parts: Callable[[Any], tuple[Any, ...]] | None = None
     ) -> None:
         self._convert, self._parts = convert, parts
         self._kept: dict[int, tuple[Any, tuple[Any, ...], T]] = {}
@@ -206,7 +202,7 @@ class Conversions(Generic[T]):
         """The conversions of ``messages``, in order."""
         kept, parts, out = self._kept, self._parts, []
         for message in messages:
-            now = parts(message)
+            now = () if parts is None else parts(message)
             hit = kept.get(id(message))
             if hit is None or hit[0] is not message or not _same(hit[1], now):
                 hit = kept[id(message)] = (message, now, self._convert(message))
@@ -225,4 +221,10 @@ def latest_only(kept: dict[int, Any], messages: Sequence[Any]) -> dict[int, Any]
 
 
 def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    return all(map(operator.is_, before, now))
+    """Whether a message's parts are as they were: each the same object or an equal one
+    (one comparison in C, which tries identity first); a part whose comparison fails (an
+    array's, say) counts as changed."""
+    try:
+        return before == now
+    except Exception:
+        return False
