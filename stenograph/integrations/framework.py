@@ -204,7 +204,11 @@ class Conversions(Generic[T]):
         for message in messages:
             now = () if parts is None else parts(message)
             hit = kept.get(id(message))
-            if hit is None or hit[0] is not message or not _same(hit[1], now):
+            if (
+                hit is None
+                or hit[0] is not message
+                or (hit[1] is not now and not _same(hit[1], now))  # () is one object
+            ):
                 hit = kept[id(message)] = (message, now, self._convert(message))
             out.append(hit[2])
         self._kept = latest_only(kept, messages)
