@@ -13,7 +13,7 @@ test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check stenograph tests benchmarks examples
+	$(BIN)/ruff check stenograph tests benchmarks examples setup.py
 
 bench: $(VENV)/.installed $(HARNESS)/bin/python
 	$(BIN)/pip install -q -e '.[bench]'
@@ -25,7 +25,7 @@ $(HARNESS)/bin/python:
 	$(PYTHON) -m venv $(HARNESS)
 	$(HARNESS)/bin/pip install -q pydantic-ai-harness
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py stenograph/_speedups.c  # the C twins rebuilt too
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .clock import NUMBERS, format_timestamp, parse_timestamp
+from .speedups import C
 
 ROLES = ("user", "assistant")
 USAGE_KEYS = (
@@ -212,6 +213,12 @@ def _content(
     if not isinstance(value, list):
         raise EntryError(f"message content must be a string or a list of blocks, got {value!r:.80}")
     blocks = value if owned else copy_json(value)
+    scanned = None if C is None else C.scan_blocks(blocks)
+    return (blocks, *(_scan_blocks(blocks) if scanned is None else scanned))
+
+
+def _scan_blocks(blocks: list[Any]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """(tool_use ids, tool_result ids, plain) of copied blocks (``C.scan_blocks`` in C)."""
     uses, results, plain = [], [], bool(blocks)
     for i, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, dict) else None
@@ -235,7 +242,7 @@ def _content(
             raise EntryError(f"content block {i} must be a dict with a 'type', got {block!r:.80}")
         else:
             plain = False  # thinking, images...: the guard reads the message itself
-    return blocks, tuple(uses), tuple(results), plain
+    return tuple(uses), tuple(results), plain
 
 
 def copy_json(value: Any) -> Any:
@@ -243,7 +250,7 @@ def copy_json(value: Any) -> Any:
     nothing can change) shared with the original; pydantic models (e.g. the SDK's content
     blocks) dumped to JSON, other objects deep-copied."""
     try:
-        return _copy(value)
+        return _copy(value) if C is None else C.copy_json(value, _copy)
     except RecursionError:
         raise EntryError("message content is nested too deeply") from None
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from .entries import SURELY_IN_RANGE, Entry, EntryError
 from .files import atomic_write, private_dir, remove_temp_files
+from .speedups import C
 
 log = logging.getLogger("stenograph.engine.store")
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -73,7 +74,7 @@ def check_json(record: dict[str, Any]) -> None:
     """Raise the ``EntryError`` :func:`encode_record` would, without encoding: what an
     in-memory session checks (a walk over the values, several times cheaper than encoding;
     what the walk cannot vouch for is encoded, so the two accept the same records)."""
-    if not _is_json(record, 0):
+    if not _json_ok(record, 0):
         encode_record(record)
 
 
@@ -82,9 +83,9 @@ def check_entry(entry: Entry) -> None:
     a part of it needs a closer look (what an in-memory session checks per append)."""
     stamp, meta = entry.timestamp, entry._meta
     if (
-        _is_json(entry.content, 2)
-        and (meta is None or _is_json(meta, 2))
-        and _is_json(entry.uuid, 2)
+        _json_ok(entry.content, 2)
+        and (meta is None or _json_ok(meta, 2))
+        and _json_ok(entry.uuid, 2)
         and (stamp is None or SURELY_IN_RANGE[0] < stamp < SURELY_IN_RANGE[1])
     ):
         return
@@ -128,6 +129,9 @@ def _is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+_json_ok: Callable[[Any, int], bool] = _is_json if C is None else C.is_json
 
 
 def json_problem(value: Any, path: str = "", depth: int = 0) -> str:

@@ -1,0 +1,186 @@
+"""The C twins of the entry path (``stenograph._speedups``) give what their Python twins give:
+the same copy (sharing the same atoms), the same JSON verdict, the same block scan, on
+every value hypothesis draws (odd types, subclasses, surrogates, huge ints, deep nests)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+import stenograph
+from stenograph.engine import entries, store
+
+try:
+    from stenograph import _speedups as C
+except ImportError as exc:  # the install found no C compiler
+    if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
+        raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
+    pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
+
+
+class Block(BaseModel):
+    type: str = "text"
+    text: str = "from a model"
+
+
+class Odd:
+    """Neither JSON nor a model: deep-copied by both twins."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Odd) and other.value == self.value
+
+
+class MyStr(str):
+    pass
+
+
+class MyDict(dict):  # type: ignore[type-arg]
+    pass
+
+
+HAZARDS = st.sampled_from(  # drawn often: each edge of each check
+    ["\ud800", "\udfff", "caf\udce9", "\u00e9\ud7ff", "\U0001f600\udbff", "\ue000", "", " "]
+    + [float("nan"), float("inf"), 1e308, True, 2**62]
+)
+SCALARS = st.one_of(
+    HAZARDS,
+    st.text(),  # lone surrogates included
+    st.text().map(MyStr),
+    st.integers(),
+    st.sampled_from([10**4000 - 1, 10**4000, -(10**4000), 2**63, -(2**63) - 1]),
+    st.floats(),  # NaN and infinities included
+    st.booleans(),
+    st.none(),
+    st.binary(max_size=4),
+    st.builds(Odd, st.integers()),
+    st.builds(Block),
+)
+KEYS = st.one_of(st.text(max_size=6), st.integers(), st.none(), st.text(max_size=3).map(MyStr))
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(KEYS, inner, max_size=4),
+        st.builds(MyDict, st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+        st.builds(OrderedDict, st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    ),
+    max_leaves=16,
+)
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    """Equal, of the same types all the way down, sharing the same atoms."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_shape(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_shape(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) in (str, int, float, bool, type(None)):
+        return a is b
+    return a == b or (a != a and b != b)  # NaN inside a tuple, say
+
+
+@settings(max_examples=500, deadline=None)
+@given(VALUES)
+def test_the_copies_agree(value: Any) -> None:
+    ours, theirs = C.copy_json(value, entries._copy), entries._copy(value)
+    assert same_shape(ours, theirs)
+    if isinstance(value, dict | list):
+        assert ours is not value
+
+
+@settings(max_examples=800, deadline=None)
+@given(VALUES, st.sampled_from([0, 2, 199, 200, 201, 10**6]))
+def test_the_json_verdicts_agree(value: Any, depth: int) -> None:
+    assert C.is_json(value, depth) is store._is_json(value, depth)
+
+
+EDGES = ["\ud800", "\udfff", "\ud7ff", "\ue000", "\U0010ffff", "", 10**4000 - 1, 10**4000]
+EDGES += [-(10**4000) + 1, -(10**4000), 2**63, -(2**63) - 1, float("nan"), -float("inf"), True]
+
+
+@pytest.mark.parametrize("value", EDGES, ids=repr)
+def test_each_edge_is_judged_alike(value: Any) -> None:
+    for wrapped in (value, [value], {"k": value}, {str(value)[:9]: 1}):
+        assert C.is_json(wrapped, 2) is store._is_json(wrapped, 2)
+
+
+@pytest.mark.parametrize("depth", [150, 199, 200, 201, 202, 400])
+def test_deep_nests_are_judged_alike(depth: int) -> None:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [{"k": value}]
+    assert C.is_json(value, 0) is store._is_json(value, 0)
+
+
+def test_a_nest_too_deep_to_copy_is_refused_by_both() -> None:
+    value: Any = []
+    for _ in range(100_000):
+        value = [value]
+    for copy in (lambda v: C.copy_json(v, entries._copy), entries._copy):
+        with pytest.raises(RecursionError):
+            copy(value)
+    with pytest.raises(stenograph.EntryError, match="nested too deeply"):
+        entries.copy_json(value)
+
+
+BLOCK = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["tool_use", "server_tool_use"])},
+        optional={"id": st.one_of(st.text(max_size=4), st.integers(), st.text().map(MyStr))},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("tool_result")},
+        optional={"tool_use_id": st.one_of(st.text(max_size=4), st.none())},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("text")},
+        optional={"text": st.one_of(st.text(alphabet=" \t\n\x85\u3000ab"), st.integers())},
+    ),
+    st.fixed_dictionaries({"type": st.sampled_from(["thinking", "image", ""])}),
+    st.fixed_dictionaries({"type": st.text(max_size=3).map(MyStr)}),
+)
+BLOCKS = st.lists(st.one_of(BLOCK, BLOCK.map(MyDict), st.just({"type": 3}), st.just("text")))
+
+
+def scan_py(blocks: list[Any]) -> Any:
+    """The Python scan's result, or the error it raises."""
+    try:
+        return entries._scan_blocks(blocks)
+    except stenograph.EntryError as exc:
+        return str(exc)
+
+
+@settings(max_examples=800, deadline=None)
+@given(BLOCKS)
+def test_the_block_scans_agree(blocks: list[Any]) -> None:
+    ours = C.scan_blocks(blocks)
+    odd = any(type(b) is not dict or type(b.get("type")) is not str for b in blocks)
+    if odd:  # the C scan leaves odd blocks to the Python one, which says what is wrong
+        assert ours is None
+    else:
+        assert ours == scan_py(blocks)
+
+
+def test_the_python_twins_run_when_turned_off() -> None:
+    code = (
+        "from stenograph.engine import speedups, store; "
+        "print(speedups.C is None, store._json_ok is store._is_json)"
+    )
+    for flag, expected in (("1", "True True"), ("0", "False False")):
+        env = {**os.environ, "STENOGRAPH_PURE_PYTHON": flag}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.stdout.strip() == expected, out.stderr
