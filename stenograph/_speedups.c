@@ -43,14 +43,16 @@ copy_value(PyObject *value, PyObject *other)
     if (PyDict_CheckExact(value)) {
         if (Py_EnterRecursiveCall(" while copying a message"))
             return NULL;
-        out = _PyDict_NewPresized(PyDict_GET_SIZE(value));
+        out = PyDict_New();
         PyObject *key, *item;
         Py_ssize_t pos = 0;
         while (out != NULL && PyDict_Next(value, &pos, &key, &item)) {
+            Py_INCREF(key); /* a key's __hash__ or other() may change the dict */
             PyObject *copied = copy_item(item, other);
             if (copied == NULL || PyDict_SetItem(out, key, copied) < 0)
                 Py_CLEAR(out);
             Py_XDECREF(copied);
+            Py_DECREF(key);
         }
         Py_LeaveRecursiveCall();
         return out;
@@ -58,18 +60,13 @@ copy_value(PyObject *value, PyObject *other)
     if (PyList_CheckExact(value)) {
         if (Py_EnterRecursiveCall(" while copying a message"))
             return NULL;
-        Py_ssize_t n = PyList_GET_SIZE(value);
-        out = PyList_New(n);
-        for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-            if (i >= PyList_GET_SIZE(value)) { /* shrunk by other(): what was copied */
-                Py_SETREF(out, PyList_GetSlice(out, 0, i));
-                break;
-            }
+        out = PyList_New(0); /* appended to: no empty slot is ever seen, and a list other()
+                                changes is read as Python's loop reads it */
+        for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(value); i++) {
             PyObject *copied = copy_item(PyList_GET_ITEM(value, i), other);
-            if (copied == NULL)
+            if (copied == NULL || PyList_Append(out, copied) < 0)
                 Py_CLEAR(out);
-            else
-                PyList_SET_ITEM(out, i, copied);
+            Py_XDECREF(copied);
         }
         Py_LeaveRecursiveCall();
         return out;
@@ -211,7 +208,46 @@ append_id(PyObject *ids, PyObject *block, PyObject *key, int *is_str)
     return *is_str ? PyList_Append(ids, id) : 0;
 }
 
-/* entries._content's scan of copied blocks: (tool_use ids, tool_result ids, plain), or None
+/* One block of scan_blocks: 1 read, 0 unsure (not an exact dict with a str type), -1 an
+ * error. Lookups may run a key's __eq__, which may change anything: each value is used
+ * before the next lookup. */
+static int
+scan_block(PyObject *block, PyObject *uses, PyObject *results, int *plain)
+{
+    int is_str;
+    if (!PyDict_CheckExact(block))
+        return 0;
+    PyObject *kind = PyDict_GetItemWithError(block, str_type);
+    if (kind == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyUnicode_CheckExact(kind))
+        return 0;
+    int is_use = PyUnicode_Compare(kind, str_tool_use) == 0;
+    if (is_use || PyUnicode_Compare(kind, str_server_tool_use) == 0) {
+        if (append_id(uses, block, str_id, &is_str) < 0)
+            return -1;
+        if (!is_use || !is_str)
+            *plain = 0; /* the guard pairs tool_use blocks only, by their ids */
+    }
+    else if (PyUnicode_Compare(kind, str_tool_result) == 0) {
+        if (append_id(results, block, str_tool_use_id, &is_str) < 0)
+            return -1;
+        if (!is_str)
+            *plain = 0;
+    }
+    else if (PyUnicode_Compare(kind, str_text) == 0) {
+        PyObject *text = PyDict_GetItemWithError(block, str_text);
+        if (text == NULL && PyErr_Occurred())
+            return -1;
+        if (text == NULL || !PyUnicode_CheckExact(text) || blank(text))
+            *plain = 0;
+    }
+    else
+        *plain = 0; /* thinking, images...: the guard reads the message itself */
+    return 1;
+}
+
+/* entries._scan_blocks of copied blocks: (tool_use ids, tool_result ids, plain), or None
  * when a block is not an exact dict with a str type (the Python scan then says what is
  * wrong, or takes the odd block). */
 static PyObject *
@@ -222,50 +258,23 @@ scan_blocks(PyObject *module, PyObject *blocks)
         return NULL;
     }
     PyObject *uses = PyList_New(0), *results = PyList_New(0), *out = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(blocks);
-    int plain = n > 0, is_str;
-    if (uses == NULL || results == NULL)
+    int plain = PyList_GET_SIZE(blocks) > 0, read = 1;
+    for (Py_ssize_t i = 0; uses && results && read == 1 && i < PyList_GET_SIZE(blocks); i++) {
+        PyObject *block = Py_NewRef(PyList_GET_ITEM(blocks, i));
+        read = scan_block(block, uses, results, &plain);
+        Py_DECREF(block);
+    }
+    if (uses == NULL || results == NULL || read < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *block = PyList_GET_ITEM(blocks, i);
-        if (!PyDict_CheckExact(block))
-            goto unsure;
-        PyObject *kind = PyDict_GetItemWithError(block, str_type);
-        if (kind == NULL && PyErr_Occurred())
-            goto done;
-        if (kind == NULL || !PyUnicode_CheckExact(kind))
-            goto unsure;
-        int is_use = PyUnicode_Compare(kind, str_tool_use) == 0;
-        if (is_use || PyUnicode_Compare(kind, str_server_tool_use) == 0) {
-            if (append_id(uses, block, str_id, &is_str) < 0)
-                goto done;
-            if (!is_use || !is_str)
-                plain = 0;
-        }
-        else if (PyUnicode_Compare(kind, str_tool_result) == 0) {
-            if (append_id(results, block, str_tool_use_id, &is_str) < 0)
-                goto done;
-            if (!is_str)
-                plain = 0;
-        }
-        else if (PyUnicode_Compare(kind, str_text) == 0) {
-            PyObject *text = PyDict_GetItemWithError(block, str_text);
-            if (text == NULL && PyErr_Occurred())
-                goto done;
-            if (text == NULL || !PyUnicode_CheckExact(text) || blank(text))
-                plain = 0;
-        }
-        else
-            plain = 0;
+    if (read == 0) {
+        out = Py_NewRef(Py_None);
+        goto done;
     }
     PyObject *use_ids = PyList_AsTuple(uses), *result_ids = PyList_AsTuple(results);
     if (use_ids != NULL && result_ids != NULL)
         out = PyTuple_Pack(3, use_ids, result_ids, plain ? Py_True : Py_False);
     Py_XDECREF(use_ids);
     Py_XDECREF(result_ids);
-    goto done;
-unsure:
-    out = Py_NewRef(Py_None);
 done:
     Py_XDECREF(uses);
     Py_XDECREF(results);

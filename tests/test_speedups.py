@@ -184,3 +184,57 @@ def test_the_python_twins_run_when_turned_off() -> None:
         env = {**os.environ, "STENOGRAPH_PURE_PYTHON": flag}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         assert out.stdout.strip() == expected, out.stderr
+
+
+HOSTILE = """
+from stenograph import _speedups as C
+from stenograph.engine import entries
+
+class Key:
+    '''Hashes as "type" does and, compared or hashed, empties the containers it is told.'''
+    def __init__(self, *victims):
+        self.victims = victims
+    def __hash__(self):
+        for victim in self.victims:
+            victim.clear()
+        return hash("type")
+    def __eq__(self, other):
+        for victim in self.victims:
+            victim.clear()
+        return False
+
+def hostile():
+    blocks = []  # the key empties it while its first block is read
+    blocks += [{Key(blocks): 1, "type": "text", "text": "x"}, {"type": "tool_use", "id": "t"}]
+    return blocks
+print(C.scan_blocks(hostile()) == entries._scan_blocks(hostile()) == ((), (), True))
+source = {"a": [1]}
+source[Key(source)] = [2]
+print(type(C.copy_json({"outer": source, "more": [source]}, entries._copy)).__name__)
+
+class Dumps:
+    '''A model whose dump rewrites the list holding it.'''
+    def __init__(self, holder):
+        self.holder = holder
+    def model_dump(self, **_):
+        self.holder[:] = ["late"]
+        return {"dumped": True}
+
+def holding():
+    holder = [{"a": 1}]
+    holder += [Dumps(holder), {"b": 2}]
+    return holder
+print(C.copy_json(holding(), entries._copy) == entries._copy(holding()))
+"""
+
+
+def test_code_run_by_a_key_cannot_crash_the_c_twins() -> None:
+    """A key whose __eq__ / __hash__ empties the list or dict being read, a model whose dump
+    rewrites the list holding it: freed memory would show under the debug allocator (the
+    first version of the scan crashed here); the results agree with the Python twins'."""
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    out = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", HOSTILE], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "dict", "True"]
