@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import pytest
-from pydantic import Field, PlainSerializer, ValidationError, field_serializer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
+from pydantic.alias_generators import to_camel
 
 import stenograph
 from stenograph.handlers.forked_extraction import ForkedExtraction, Writer
@@ -178,3 +189,59 @@ def test_an_assignment_saves_what_model_dump_gives(name, value):
     dumped = state.model_dump(mode="json", include={name}, by_alias=True)
     assert {key: backing[key] for key in dumped} == dumped
     assert type(backing[next(iter(dumped))]) is type(next(iter(dumped.values())))
+
+
+class Bounded(BaseModel):
+    """Plain fields with bounds, a Literal, unions and a validated field."""
+
+    model_config = ConfigDict(validate_assignment=True)
+    flag: bool = False
+    count: int = Field(0, ge=0)
+    window: int = Field(1, gt=0, le=10)
+    label: str | None = None
+    kind: Literal["a", "b", 1] | None = None
+    either: int | str = 0
+    checked: int = 0
+
+    @field_validator("checked")
+    @classmethod
+    def _even(cls, value: int) -> int:
+        if value % 2:
+            raise ValueError("odd")
+        return value
+
+
+class BoundedState(stenograph.HandlerState, Bounded):
+    """The same fields as a handler's state."""
+
+
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 12),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.sampled_from(["a", "b", "c", "1", "true", ""]),
+    st.text(max_size=4),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(sorted(Bounded.model_fields)), value=VALUES)
+def test_an_assignment_pydantic_would_keep_as_is_matches_pydantics(name, value):
+    """Values of a field's exact type within its bounds skip ``validate_assignment``; what
+    the field then holds, what is saved, and what is refused are pydantic's all the same."""
+    backing: dict = {}
+    state, twin = BoundedState.bind(backing), Bounded()
+    try:
+        setattr(twin, name, value)
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            setattr(state, name, value)
+        return
+    setattr(state, name, value)
+    held, expected = getattr(state, name), getattr(twin, name)
+    assert (type(held), held) == (type(expected), expected)
+    default = Bounded().model_dump(mode="json")[name]  # what stays when nothing changed
+    saved = backing.get(to_camel(name), default)
+    assert saved == twin.model_dump(mode="json")[name]

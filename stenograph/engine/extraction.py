@@ -49,7 +49,7 @@ class NotesRecord:
 def request_extraction(session: Session, request: ExtractionRequest) -> bool:
     """File ``request`` through the ``extraction_requested`` hook; whether an extractor took
     it. A request nobody takes counts as handled at once (it succeeds)."""
-    taken = bool(session.hook.extraction_requested(request=request))
+    taken = bool(session.engine.call_hook("extraction_requested", session, request=request))
     if not taken:
         request.settle(session, ok=True)
     return taken

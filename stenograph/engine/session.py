@@ -139,7 +139,8 @@ class Session:
     def append(self, message: dict[str, Any]) -> Entry:
         """Append a message (user input, tool results, or a whole assistant turn)."""
         with self._lock:
-            self.begin()
+            if self._store is not None:
+                self.begin()
             entry = make_entry(message, self.clock())
             self._add(entry)
             return entry
@@ -292,8 +293,8 @@ class Session:
     ) -> Request:
         """Run the pre-call phase; return the request for ``client.messages.create``."""
         with self._lock:
-            self.begin(renew=True)
             if self._store is not None:
+                self.begin(renew=True)
                 self._keep_call_lease()
             call = PreCallCall(
                 session=self,
@@ -320,7 +321,9 @@ class Session:
         """Append the model's response (an anthropic ``Message`` or a dict), then run the
         post-sampling phase."""
         with self._lock:
-            self.begin()
+            stored = self._store is not None
+            if stored:
+                self.begin()
             try:
                 now = self.clock()
                 entry = response_entry(response, now)
@@ -338,7 +341,8 @@ class Session:
                 finally:
                     self._commit_batch()
             finally:
-                self.release()
+                if stored:
+                    self.release()
             return entry
 
     async def apre_call(self, **kwargs: Any) -> Request:
@@ -460,8 +464,10 @@ class Session:
             events.append(event)
             if self.max_events is not None and len(events) > self.max_events:
                 del events[0]
-        log.debug("event %s", event)
-        self._deliver(event)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("event %s", event)
+        if self.on_event is not None or self.engine.telemetry is not None:
+            self._deliver(event)
 
     def _deliver(self, event: Event) -> None:
         telemetry = self.engine.telemetry

@@ -9,16 +9,23 @@ never persisted (pytest's ``StashKey``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import ge as _ge
+from operator import gt as _gt
+from operator import le as _le
+from operator import lt as _lt
 from types import UnionType
 from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, cast, get_args, get_origin
 
-from annotated_types import BaseMetadata
+from annotated_types import BaseMetadata, Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
 
 T = TypeVar("T")
 D = TypeVar("D")
+#: A state field's key in the persisted dict, whether it is plain, its as-is test
+_Assigned = tuple[str, bool, Callable[[Any], bool] | None]
 
 
 class HandlerState(BaseModel):
@@ -29,25 +36,24 @@ class HandlerState(BaseModel):
         alias_generator=to_camel, populate_by_name=True, validate_assignment=True, extra="ignore"
     )
     _backing: dict[str, Any] = PrivateAttr(default_factory=dict)
-    #: Per class: each field's key in the persisted dict (``model_fields`` is slower), and
-    #: the fields no serializer of the model's changes
-    __state_keys__: ClassVar[dict[str, str]] = {}
-    __plain_fields__: ClassVar[frozenset[str]] = frozenset()
+    #: Per class and field (``model_fields`` is slower): its key in the persisted dict,
+    #: whether no serializer changes it, and for a plain field without a validator a test
+    #: of the values pydantic would keep as they are (those skip ``validate_assignment``)
+    __assigned__: ClassVar[dict[str, _Assigned]] = {}
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        cls.__state_keys__ = {
-            name: field.serialization_alias or field.alias or name
-            for name, field in cls.__pydantic_fields__.items()
-        }
         decorators = cls.__pydantic_decorators__
         serialized = {n for d in decorators.field_serializers.values() for n in d.info.fields}
-        cls.__plain_fields__ = frozenset(
-            name
-            for name, field in cls.__pydantic_fields__.items()
-            if not (decorators.model_serializers or {name, "*"} & serialized) and _plain(field)
-        )
+        validated = {n for d in decorators.field_validators.values() for n in d.info.fields}
+        unchecked = not (decorators.model_validators or cls.model_config.get("frozen"))
+        cls.__assigned__ = {}
+        for name, field in cls.__pydantic_fields__.items():
+            plain = _plain(field) and not (decorators.model_serializers or {name, "*"} & serialized)
+            as_is = plain and unchecked and not ({name, "*"} & validated or field.frozen)
+            key = field.serialization_alias or field.alias or name
+            cls.__assigned__[name] = (key, plain, _kept_as_is(field) if as_is else None)
 
     @classmethod
     def bind(cls, backing: dict[str, Any]) -> HandlerState:
@@ -58,18 +64,22 @@ class HandlerState(BaseModel):
         return state
 
     def __setattr__(self, name: str, value: Any) -> None:
-        cls = type(self)
-        key = cls.__state_keys__.get(name)
-        if key is None:
+        assigned = type(self).__assigned__.get(name)
+        if assigned is None:
             super().__setattr__(name, value)
             return
+        key, plain, as_is = assigned
         values = self.__dict__
         if name in values and _same(values[name], value):
             return  # already so (a handler setting a flag on every call): nothing to save
-        cls.__pydantic_validator__.validate_assignment(self, name, value)  # as pydantic does
+        if as_is is not None and as_is(value):  # what pydantic would keep, unvalidated
+            values[name] = value
+            self.__pydantic_fields_set__.add(name)
+        else:
+            type(self).__pydantic_validator__.validate_assignment(self, name, value)
+            value = self.__dict__[name]  # validated (into a new __dict__)
         backing = cast(dict[str, Any], self.__pydantic_private__)["_backing"]
-        value = self.__dict__[name]  # validated (into a new __dict__)
-        if name in cls.__plain_fields__ and type(value) in _AS_JSON:  # dumped as it is
+        if plain and type(value) in _AS_JSON:  # dumped as it is
             backing[key] = value
         else:
             backing.update(self.model_dump(mode="json", include={name}, by_alias=True))
@@ -81,6 +91,41 @@ def _plain(field: FieldInfo) -> bool:
     return all(isinstance(m, BaseMetadata) for m in field.metadata) and _plain_type(
         field.annotation
     )
+
+
+def _kept_as_is(field: FieldInfo) -> Callable[[Any], bool] | None:
+    """A test of the values pydantic keeps as they are in ``field`` (a plain one): of a type
+    it names exactly, within its bounds; None when a constraint is not a bound."""
+    accepted = _accepted(field.annotation)
+    for bound in field.metadata:
+        compare = _BOUNDS.get(type(bound))
+        if compare is None:
+            return None
+        accepted = _within(accepted, compare, getattr(bound, compare.__name__))
+    return accepted
+
+
+def _within(
+    accepted: Callable[[Any], bool], compare: Callable[[Any, Any], bool], bound: Any
+) -> Callable[[Any], bool]:
+    return lambda value: accepted(value) and type(value) is int and compare(value, bound)
+
+
+def _accepted(annotation: Any) -> Callable[[Any], bool]:
+    if annotation in _AS_JSON:
+        return lambda value: type(value) is annotation
+    args = get_args(annotation)
+    if get_origin(annotation) is Literal:
+        allowed = {(type(a), a) for a in args}
+        return lambda value: (type(value), value) in allowed
+    members = tuple(a for a in args if a in _AS_JSON)  # a Union of plain types
+    if len(members) == len(args):
+        return lambda value: type(value) in members
+    tests = [_accepted(a) for a in args]
+    return lambda value: any(test(value) for test in tests)
+
+
+_BOUNDS: dict[type, Callable[[Any, Any], bool]] = {Ge: _ge, Gt: _gt, Le: _le, Lt: _lt}
 
 
 def _plain_type(annotation: Any) -> bool:
@@ -121,7 +166,8 @@ class Stash:
         self._values: dict[StateKey[Any], Any] = {}
 
     def __getitem__(self, key: StateKey[T]) -> T:
-        return cast(T, self._values[key])
+        value: T = self._values[key]  # on every phase call: no ``cast`` call
+        return value
 
     def __setitem__(self, key: StateKey[T], value: T) -> None:
         self._values[key] = value

@@ -8,7 +8,6 @@ the threshold follows the TTL the session uses (5 minutes or 1 hour).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Annotated, Any, Literal, cast
 
@@ -17,7 +16,7 @@ from pydantic import Field, field_validator
 from ..engine.caching import TTL_SECONDS, cache_ttl
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
-from ..engine.events import Event
+from ..engine.events import Event, event
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
 from ..engine.session import Session
@@ -28,7 +27,7 @@ log = logging.getLogger("stenograph.handlers.inactivity_memorize")
 MAX_THRESHOLD = 30 * 86400
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class EntriesMemorized(Event):
     """Earlier tool entries were marked memorized after a pause. ``estimated``: some
     entries were not counted yet, so ``tokens_saved`` is a chars/4 estimate; the counts are
@@ -42,7 +41,7 @@ class EntriesMemorized(Event):
     estimated: bool = False
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class CacheTtlDetected(Event):
     """inactivity-memorize at "auto" learned the prompt-cache TTL the session uses."""
 
@@ -51,7 +50,7 @@ class CacheTtlDetected(Event):
     threshold_seconds: float
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class MemorizeSkipped(Event):
     """A pause was long enough but nothing was marked, and why."""
 
@@ -242,32 +241,38 @@ class InactivityMemorize(Handler[InactivityMemorizeSettings]):
 
 def observed_ttl(call: PreCallCall) -> tuple[str, str] | None:
     """("5m" | "1h", "request" | "usage"): the TTL of this request's last breakpoint, else
-    of the newest response's cache writes (1h only when it wrote nothing at 5 minutes)."""
-    unseen = call.unseen_entries
-    last = cache_ttl(call.extra.get("cache_control")) or _breakpoint_ttl(
-        [*map(attrgetter("content"), reversed(unseen)), call.system, call.tools]
-    )
+    of the newest response's cache writes (1h only when it wrote nothing at 5 minutes).
+    Only what is new to this pre-call is read: the unseen entries, the system and tools."""
+    last = cache_ttl(call.extra.get("cache_control"))
+    entries, start = call.session.history.entries, call.first_unseen
+    unseen = range(call.end - 1, start - 1, -1)  # newest first
+    for index in unseen:
+        if last:
+            break
+        last = _breakpoint_ttl(entries[index].content)
+    last = last or _breakpoint_ttl(call.system) or _breakpoint_ttl(call.tools)
     if last:
         return last, "request"
-    for entry in reversed(unseen):
-        usage = entry.usage or {}
-        if usage.get("ephemeral_5m_input_tokens"):
-            return "5m", "usage"
-        if usage.get("ephemeral_1h_input_tokens"):
-            return "1h", "usage"
+    for index in unseen:
+        usage = entries[index].usage
+        if usage:
+            if usage.get("ephemeral_5m_input_tokens"):
+                return "5m", "usage"
+            if usage.get("ephemeral_1h_input_tokens"):
+                return "1h", "usage"
     return None
 
 
-def _breakpoint_ttl(sources: list[Any]) -> str | None:
-    """The TTL of the last block with a ``cache_control`` in the first of ``sources`` (lists
-    of blocks; anything else is skipped) that has one."""
-    for blocks in sources:
-        if isinstance(blocks, list):
-            for block in reversed(blocks):
-                if isinstance(block, dict):
-                    control = block.get("cache_control")
-                    if control is not None and (ttl := cache_ttl(control)):
-                        return ttl
+def _breakpoint_ttl(blocks: Any) -> str | None:
+    """The TTL of the last block with a ``cache_control`` in ``blocks`` (a list of blocks;
+    anything else has none)."""
+    if not isinstance(blocks, list):
+        return None
+    for block in reversed(blocks):
+        if isinstance(block, dict):
+            control = block.get("cache_control")
+            if control is not None and (ttl := cache_ttl(control)):
+                return ttl
     return None
 
 

@@ -7,7 +7,6 @@ the notes through the notes hooks (``notes_written``, ``extraction_idle``,
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..engine.context import PreCallCall
 from ..engine.entries import Entry
-from ..engine.events import Event
+from ..engine.events import Event, event
 from ..engine.extraction import NotesRecord
 from ..engine.files import home_path
 from ..engine.handler import Handler
@@ -35,7 +34,7 @@ INTRO = (
 )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class Compacted(Event):
     """memory-compact replaced the history its notes cover with the notes."""
 
@@ -45,7 +44,7 @@ class Compacted(Event):
     start_uuid: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class CompactionSkipped(Event):
     """The context was over the threshold but the request was sent as it was, and why."""
 

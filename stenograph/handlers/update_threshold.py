@@ -3,14 +3,14 @@ session-memory trigger), and files an extraction request when they do."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from ..engine.context import PostSamplingCall
-from ..engine.events import Event
+from ..engine.events import Event, event
 from ..engine.extraction import ExtractionRequest, request_extraction
 from ..engine.handler import Handler
 from ..engine.hookspecs import hookimpl
@@ -21,7 +21,7 @@ from ..engine.state import HandlerState
 log = logging.getLogger("stenograph.handlers.update_threshold")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class ThresholdDecision(Event):
     """update-threshold's decision after a response: the figures and the outcome."""
 
@@ -79,47 +79,50 @@ class UpdateThreshold(Handler[UpdateThresholdSettings]):
         response = call.response
         if response is None:
             return
-        figures = self.decide(session, state, not response.tool_use_ids)
-        call.emit(ThresholdDecision, response_uuid=response.uuid, **figures)
-        if figures["extract"]:
-            request_extraction(
-                session,
-                ExtractionRequest(
-                    upto_uuid=response.uuid,
-                    upto_index=response.index,
-                    tokens=figures["tokens"],
-                    tool_calls=figures["tool_calls"],
-                    reason=figures["reason"],
-                    filed_at=call.now,
-                    on_success=lambda request: _advance(state, request),
-                ),
+        tokens, growth, tool_calls, extract, reason = self.decide(
+            session, state, quiet := not response.tool_use_ids
+        )
+        session.record(
+            ThresholdDecision(
+                time=call.now,
+                handler=call.handler,
+                slot=call.slot,
+                response_uuid=response.uuid,
+                tokens=tokens,
+                growth=growth,
+                tool_calls=tool_calls,
+                quiet=quiet,
+                initialized=state.initialized,
+                extract=extract,
+                reason=reason,
             )
+        )
+        if extract:
+            request = ExtractionRequest(
+                response.uuid, response.index, tokens, tool_calls, reason, call.now
+            )
+            request.on_success = functools.partial(_advance, state)
+            request_extraction(session, request)
 
-    def decide(self, session: Session, state: UpdateThresholdState, quiet: bool) -> dict[str, Any]:
-        """The decision's figures and outcome; marks the session initialized when due."""
+    def decide(
+        self, session: Session, state: UpdateThresholdState, quiet: bool
+    ) -> tuple[int, int, int, bool, str]:
+        """(tokens, growth, tool calls, extract, reason) after a response; marks the session
+        initialized when due."""
         s = self.settings
         history = session.history
         tokens = history.context_size(s.token_estimator)
         tool_calls = history.tool_calls_after(state.last_extracted_uuid)
-        extract, growth = False, tokens
-        if not state.initialized and tokens < s.minimum_message_tokens_to_init:
-            reason = f"not initialized: {tokens:,} < {s.minimum_message_tokens_to_init:,}"
-        else:
+        if not state.initialized:
+            if tokens < s.minimum_message_tokens_to_init:
+                why = f"not initialized: {tokens:,} < {s.minimum_message_tokens_to_init:,}"
+                return tokens, tokens, tool_calls, False, why
             state.initialized = True
-            base = state.tokens_at_last_extraction
-            if tokens < base:
-                state.tokens_at_last_extraction = base = tokens
-            growth = tokens - base
-            extract, reason = self._outcome(growth, tool_calls, quiet)
-        return {
-            "tokens": tokens,
-            "growth": growth,
-            "tool_calls": tool_calls,
-            "quiet": quiet,
-            "initialized": state.initialized,
-            "extract": extract,
-            "reason": reason,
-        }
+        base = state.tokens_at_last_extraction
+        if tokens < base:
+            state.tokens_at_last_extraction = base = tokens
+        growth = tokens - base
+        return tokens, growth, tool_calls, *self._outcome(growth, tool_calls, quiet)
 
     def _outcome(self, growth: int, tool_calls: int, quiet: bool) -> tuple[bool, str]:
         """(extract, reason) once initialized."""

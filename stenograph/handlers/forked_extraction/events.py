@@ -3,12 +3,10 @@ tool call."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ...engine.events import Event
+from ...engine.events import Event, event
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class ExtractionStarted(Event):
     """forked-extraction began writing the notes."""
 
@@ -17,7 +15,7 @@ class ExtractionStarted(Event):
     upto_uuid: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class ExtractionFinished(Event):
     """The notes were written."""
 
@@ -32,7 +30,7 @@ class ExtractionFinished(Event):
     seconds: float
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class ExtractionFailed(Event):
     """The notes were not written; the next positive decision retries."""
 
@@ -41,7 +39,7 @@ class ExtractionFailed(Event):
     error: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@event
 class ToolCallRefused(Event):
     """The fork called a tool the gate does not allow."""
 

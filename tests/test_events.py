@@ -1,0 +1,76 @@
+"""Event types: frozen keyword-only dataclasses whose ``__init__`` sets the slots directly
+(``stenograph.engine.events.event``); they behave as ``@dataclass(frozen=True,
+kw_only=True, slots=True)`` would make them."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+import stenograph
+from stenograph.engine.events import Custom, Event, event
+
+EVENT_TYPES = sorted(
+    (
+        value
+        for name in stenograph.__all__
+        if inspect.isclass(value := getattr(stenograph, name)) and issubclass(value, Event)
+    ),
+    key=lambda cls: cls.__name__,
+)
+
+
+def _values(cls: type[Event]) -> dict[str, object]:
+    """A distinct value for every field without a default."""
+    return {
+        f.name: f"{cls.__name__}.{f.name}"
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
+def test_every_event_type_is_built_as_its_dataclass_would_build_it(cls):
+    values = _values(cls)
+    made = cls(**values)
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        assert getattr(made, f.name) == values.get(f.name, default)
+    assert not hasattr(made, "__dict__")  # slots
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.time = 0.0  # type: ignore[misc]
+    assert dataclasses.replace(made, time=2.0).time == 2.0
+    assert made == cls(**values)
+    with pytest.raises(TypeError):
+        cls(*values.values())  # keyword-only
+    with pytest.raises(TypeError):
+        cls(**values, unknown=1)
+    if values:
+        with pytest.raises(TypeError):
+            cls(**dict(list(values.items())[1:]))  # a required field missing
+
+
+def test_a_default_factory_gives_each_event_its_own_value():
+    first, second = Custom(time=0, name="a"), Custom(time=0, name="b")
+    assert first.data == {} and first.data is not second.data
+
+
+def test_post_init_runs_and_init_false_fields_are_refused():
+    seen = []
+
+    @event
+    class Checked(Event):
+        size: int = 0
+
+        def __post_init__(self) -> None:
+            seen.append(self.size)
+
+    Checked(time=1.0, size=3)
+    assert seen == [3]
+    with pytest.raises(TypeError, match="field 'later' has init=False"):
+
+        @event
+        class Derived(Event):
+            later: int = dataclasses.field(default=0, init=False)
