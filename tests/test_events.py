@@ -8,9 +8,11 @@ import dataclasses
 import inspect
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stenograph
-from stenograph.engine.events import Custom, Event, event
+from stenograph.engine.events import Custom, Event, EventLog, event
 
 EVENT_TYPES = sorted(
     (
@@ -74,3 +76,33 @@ def test_post_init_runs_and_init_false_fields_are_refused():
         @event
         class Derived(Event):
             later: int = dataclasses.field(default=0, init=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(0, 12),
+    start=st.none() | st.integers(-15, 15),
+    stop=st.none() | st.integers(-15, 15),
+    step=st.none() | st.sampled_from([1, 2, -1, -3]),
+)
+def test_the_event_log_is_read_as_a_list_is(size, start, stop, step):
+    made = [Custom(time=float(i), name=str(i)) for i in range(size)]
+    log = EventLog(made)
+    assert log[start:stop:step] == made[start:stop:step]
+    assert log == made and made == log and list(reversed(log)) == made[::-1]
+    if size:
+        assert log[-1] is made[-1] and log[0] is made[0]
+
+
+def test_a_session_keeps_the_newest_max_events_and_on_event_gets_all():
+    heard = []
+    engine = stenograph.Engine.from_preset("inactivity-only")
+    session = engine.open_session("s", state_dir=None, max_events=3, on_event=heard.append)
+    for i in range(5):
+        session.record(Custom(time=float(i), name=str(i)))
+    assert [e.name for e in session.events] == ["2", "3", "4"]
+    assert session.events[1:] == heard[3:] and len(heard) == 5
+    unbounded = engine.open_session("u", state_dir=None, max_events=None)
+    for i in range(2_000):
+        unbounded.record(Custom(time=float(i), name=str(i)))
+    assert len(unbounded.events) == 2_000 and unbounded.events[1_998:][0].name == "1998"

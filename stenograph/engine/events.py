@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from itertools import islice
+from typing import Any, SupportsIndex, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
@@ -64,6 +66,31 @@ class Event:
     def to_json(self) -> dict[str, Any]:
         """The event as a JSON-safe dict: ``kind`` and every field (tuples as lists)."""
         return {"kind": self.kind, **json_safe(asdict(self))}
+
+
+class EventLog(deque[Event]):
+    """A session's newest events, oldest first: a ``deque`` bounded at ``maxlen`` (the
+    oldest goes in one step, where a list would move every event left on each one), read as
+    a list is: a slice is a list, and it equals a list holding the same events."""
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Event | list[Event]:
+        if not isinstance(index, slice):
+            return super().__getitem__(index)
+        size = len(self)
+        start, stop, step = index.indices(size)
+        if step == 1 and start >= size // 2:  # the newest few: read from the newest end
+            return list(islice(reversed(self), size - stop, size - start))[::-1]
+        return list(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other if isinstance(other, list) else super().__eq__(other)
+
 
 
 def json_safe(value: Any) -> Any:

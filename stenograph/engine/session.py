@@ -21,7 +21,14 @@ from .collector import paused_gc
 from .context import PostSamplingCall, PreCallCall
 from .entries import Entry, EntryError, entry_from_record, make_entry, response_entry
 from .errors import RequestError
-from .events import Event, HistoryEdited, HistoryTruncated, RequestViolation, StateReset
+from .events import (
+    Event,
+    EventLog,
+    HistoryEdited,
+    HistoryTruncated,
+    RequestViolation,
+    StateReset,
+)
 from .extraction import NotesRecord
 from .history import History
 from .hooks import SessionHooks
@@ -82,7 +89,7 @@ class Session:
                 f"max_events must be at least 1 (None keeps every event), got {max_events}"
             )
         self.max_events = max_events
-        self.events: list[Event] = []  # the newest ``max_events``, oldest first
+        self.events = EventLog(maxlen=max_events)  # the newest ``max_events``, oldest first
         self._events_lock = threading.Lock()
         self.last_request: dict[str, Any] | None = None
         if store is None and state_dir is not None:
@@ -460,10 +467,7 @@ class Session:
         """Add an event to ``events`` (safe from any thread; the oldest goes once there are
         ``max_events``) and hand it to ``on_event``."""
         with self._events_lock:
-            events = self.events
-            events.append(event)
-            if self.max_events is not None and len(events) > self.max_events:
-                del events[0]
+            self.events.append(event)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("event %s", event)
         if self.on_event is not None or self.engine.telemetry is not None:
