@@ -92,7 +92,6 @@ class EventLog(deque[Event]):
         return list(self) == other if isinstance(other, list) else super().__eq__(other)
 
 
-
 def json_safe(value: Any) -> Any:
     """``value`` with tuples as lists and non-JSON leaves as strings."""
     if isinstance(value, dict):

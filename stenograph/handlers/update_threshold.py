@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..engine.context import PostSamplingCall
+from ..engine.entries import Entry
 from ..engine.events import Event, event
 from ..engine.extraction import ExtractionRequest, request_extraction
 from ..engine.handler import Handler
@@ -79,30 +80,39 @@ class UpdateThreshold(Handler[UpdateThresholdSettings]):
         response = call.response
         if response is None:
             return
-        tokens, growth, tool_calls, extract, reason = self.decide(
-            session, state, quiet := not response.tool_use_ids
-        )
-        session.record(
-            ThresholdDecision(
-                time=call.now,
-                handler=call.handler,
-                slot=call.slot,
-                response_uuid=response.uuid,
-                tokens=tokens,
-                growth=growth,
-                tool_calls=tool_calls,
-                quiet=quiet,
-                initialized=state.initialized,
-                extract=extract,
-                reason=reason,
-            )
-        )
-        if extract:
+        event = self.decision(call, response, state)
+        session.record(event)
+        if event.extract:
             request = ExtractionRequest(
-                response.uuid, response.index, tokens, tool_calls, reason, call.now
+                response.uuid,
+                response.index,
+                event.tokens,
+                event.tool_calls,
+                event.reason,
+                call.now,
             )
             request.on_success = functools.partial(_advance, state)
             request_extraction(session, request)
+
+    def decision(
+        self, call: PostSamplingCall, response: Entry, state: UpdateThresholdState
+    ) -> ThresholdDecision:
+        """The decision after ``response``, as its event (not recorded yet)."""
+        quiet = not response.tool_use_ids
+        tokens, growth, tool_calls, extract, reason = self.decide(call.session, state, quiet)
+        return ThresholdDecision(
+            time=call.now,
+            handler=call.handler,
+            slot=call.slot,
+            response_uuid=response.uuid,
+            tokens=tokens,
+            growth=growth,
+            tool_calls=tool_calls,
+            quiet=quiet,
+            initialized=state.initialized,
+            extract=extract,
+            reason=reason,
+        )
 
     def decide(
         self, session: Session, state: UpdateThresholdState, quiet: bool
