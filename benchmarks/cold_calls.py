@@ -38,7 +38,7 @@ from benchlib.engines import make_engine
 from benchlib.history import HistoryCache
 from benchlib.lanes import FloorLane, Lane, SessionLane
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
-from benchlib.stats import fmt_us, ratio, rotated
+from benchlib.stats import balanced, fmt_us, ratio
 
 SIZES, QUICK_SIZES = (100, 3_000), (100,)
 CALLS, QUICK_CALLS = 200, 10
@@ -94,7 +94,7 @@ def run_size(size: int, calls: int, scratch: Path, sweep: Any, log: Log) -> dict
     for start in range(0, calls, BLOCK):
         for lanes in by_condition.values():
             for index in range(start, min(start + BLOCK, calls)):
-                for lane in rotated(lanes, index):
+                for lane in balanced(lanes, index):
                     lane.timed(index)
     out: dict[str, Any] = {"samples": {}, "swept_over_warm": {}, "over_floor": {}}
     for lanes in by_condition.values():

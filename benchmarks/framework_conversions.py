@@ -3,7 +3,7 @@ every call (as the adapters did) beside the conversions kept across calls (as th
 at 100, 1,000 and 3,000 messages.
 
 A session takes a synthetic history through real calls, then every round appends one more
-turn (the tool results and the reply) and times one call of each lane, in a rotating
+turn (the tool results and the reply) and times one call of each lane, in a balanced
 order, on the session's request as rendered after that turn:
 
 * LangChain, ``StenographMiddleware``'s two conversions: the agent's messages to
@@ -28,7 +28,7 @@ from typing import Any
 
 from benchlib.history import MODEL, SYSTEM_PROMPT, TOOLS, HistoryCache, stream_seed
 from benchlib.report import Log, cli, finish, machine
-from benchlib.stats import Samples, fmt_us, ratio, rotated
+from benchlib.stats import Samples, balanced, fmt_us, ratio
 
 import stenograph
 
@@ -98,7 +98,7 @@ def run_size(size: int, calls: int, log: Log) -> dict[str, Any]:
         rendered = session.pre_call(model=MODEL, system=SYSTEM_PROMPT, tools=TOOLS)["messages"]
         if grow is not None:
             grow(rendered)
-        for name in rotated(list(lanes), index):
+        for name in balanced(list(lanes), index):
             start = time.perf_counter_ns()
             lanes[name](rendered)
             if index >= 2:

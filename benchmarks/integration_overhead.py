@@ -4,7 +4,7 @@
 A local ``MessagesServer`` (in a child process, so its work never competes with the client
 for the GIL) answers every request at once with the same few-KB reply: a text block and a
 ``Write`` tool call. A multi-turn tool loop runs at 10, 100 and 500 messages of history;
-every round times one call of each variant, in a rotating order:
+every round times one call of each variant, in a balanced order:
 
 * ``direct``: ``client.messages.create(model, max_tokens, system, tools, messages)``;
 * ``floor``: the same call through a stand-in wrapper that only copies the new messages and

@@ -27,7 +27,7 @@ from benchlib.engines import make_engine
 from benchlib.history import HistoryCache, stream_seed
 from benchlib.lanes import EntriesLane, FloorLane, Lane, SessionLane, interleave
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
-from benchlib.stats import Samples, fmt_us, ratio, rotated
+from benchlib.stats import Samples, balanced, fmt_us, ratio
 
 from stenograph.engine import entries, speedups, store
 
@@ -66,12 +66,12 @@ def functions() -> dict[str, Callable[[], object]]:
 
 
 def time_functions(rounds: int) -> dict[str, Any]:
-    """Each function on each twin, the twins in rotating order each round; ns per call of
+    """Each function on each twin, the twins in a balanced order each round; ns per call of
     both messages."""
     samples = {(name, twin): Samples(f"{name}, {twin}") for name in functions() for twin in TWINS}
     work = functions()
     for index in range(rounds):
-        for name, twin in rotated(list(samples), index):
+        for name, twin in balanced(list(samples), index):
             use(TWINS[twin])
             run = work[name]
             start = time.perf_counter_ns()

@@ -3,7 +3,7 @@ counting it does versus one plain tiktoken pass over the same text.
 
 Part 1, **decision cost**: ``session.post_sampling(<assistant turn>)`` timed call by call on
 sessions of three presets, at 100 and at 10,000 entries, interleaved round by round (every
-round times one call of each (preset, size) in a rotating order):
+round times one call of each (preset, size) in a balanced order):
 
 * ``update-threshold``: a preset holding only update-threshold (defaults 10,000 / 5,000 / 3);
 * ``default``: the shipped ``default`` preset with forked-extraction forced ``offline`` and
@@ -36,7 +36,7 @@ from benchlib.engines import engine_of, make_engine
 from benchlib.history import MODEL, SEED, SYSTEM_PROMPT, T0, TOOLS, HistoryCache
 from benchlib.lanes import SessionLane, interleave
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
-from benchlib.stats import Samples, fmt_us, ratio, rotated, verdict
+from benchlib.stats import Samples, balanced, fmt_us, ratio, verdict
 from benchlib.transcripts import (
     Conversation,
     largest_real_sessions,
@@ -202,7 +202,7 @@ def counting_cost(quick: bool, log: Log) -> dict[str, Any]:
 
 
 def count_one(engine: stenograph.Engine, prepared: Prepared, rounds: int) -> dict[str, Any]:
-    """Every counting variant of one session, ``rounds`` times, in a rotating order."""
+    """Every counting variant of one session, ``rounds`` times, in a balanced order."""
     runs: dict[str, Callable[[], tuple[int, int]]] = {}
     for estimator in ESTIMATORS:
         recorded, stripped = prepared.conversation.messages, prepared.stripped
@@ -212,7 +212,7 @@ def count_one(engine: stenograph.Engine, prepared: Prepared, rounds: int) -> dic
     samples = {name: Samples(name) for name in runs}
     tokens: dict[str, int] = {}
     for index in range(rounds):
-        for name in rotated(list(runs), index):
+        for name in balanced(list(runs), index):
             spent, tokens[name] = runs[name]()
             samples[name].add_ns(spent)
     conversation = prepared.conversation

@@ -1,6 +1,7 @@
 """Lanes and the interleaved runner: every lane at one size runs on the same history and then
-receives the same turns; each round times one call of every lane, in a rotating order, so a
-shared machine's drift falls on all of them alike."""
+receives the same turns; each round times one call of every lane, in a balanced order (each lane
+first and right after each other lane equally often), so a shared machine's drift and
+what one lane leaves in the caches fall on all of them alike."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from .history import (
     Synth,
     stream_seed,
 )
-from .stats import Samples, rotated
+from .stats import Samples, balanced
 
 WARMUP = 2
 MAX_GROWTH = 0.10  # a history grows by at most this share while timed, then a fresh one
@@ -100,10 +101,10 @@ class Lane:
 
 
 def interleave(lanes: Sequence[Lane], calls: int) -> None:
-    """``calls`` rounds, each timing one call of every lane in a rotated order; then every
+    """``calls`` rounds, each timing one call of every lane in a balanced order; then every
     lane is closed and its samples say how many histories it used."""
     for index in range(calls):
-        for lane in rotated(lanes, index):
+        for lane in balanced(lanes, index):
             lane.timed(index)
     for lane in lanes:
         lane.samples.note = f"{lane.builds} histories, <= {lane.per_build} timed calls each"

@@ -64,13 +64,24 @@ def ratio(a: Samples, b: Samples) -> dict[str, float]:
     return {"median": a.median / b.median, "p90": a.p90 / b.p90}
 
 
-def rotated(items: Sequence[Any], round_index: int) -> list[Any]:
-    """``items`` rotated by ``round_index``: each lane goes first in turn, so no lane always
-    runs right after the same other one."""
-    if not items:
+def balanced(items: Sequence[Any], round_index: int) -> list[Any]:
+    """``items`` in round ``round_index``'s order of a Williams design: over ``len(items)``
+    rounds (twice that for an odd count) each item runs first equally often and right after
+    each other item equally often. A plain rotation would put one lane right after the same
+    other one in all but one round of each cycle, and a lane right after a lane of the same
+    work finds more of its objects in the caches: 0.82-0.95 for a revision beside itself."""
+    count = len(items)
+    if not count:
         return []
-    shift = round_index % len(items)
-    return [*items[shift:], *items[:shift]]
+    first, low, high = [0], 1, count - 1
+    while low <= high:
+        first.append(low)
+        if low != high:
+            first.append(high)
+        low, high = low + 1, high - 1
+    row = round_index % (count if count % 2 == 0 else 2 * count)
+    order = [items[(step + row) % count] for step in first]
+    return order if row < count else order[::-1]
 
 
 def fmt_us(us: float) -> str:
