@@ -8,7 +8,13 @@ Lanes, interleaved round by round on the same history as in ``engine_overhead.py
 built`` (and its ``ThresholdDecision`` made, not recorded); ``event recorded`` (and
 recorded: what update-threshold does on a call that files no extraction);
 ``update-threshold`` (the handler itself, which also files an extraction request when the
-decision is positive: no extractor takes it here, so it succeeds at once).
+decision is positive: no extractor takes it here, so it succeeds at once). Two what-if lanes
+say what moving that hook off the call would save, not what stenograph does:
+``deferred to a worker`` (the hook handed to a background worker of the session, which the
+lane's untimed wait between calls lets finish) and ``deferred to the host`` (the hook kept
+and run by the lane itself on its own thread between calls, untimed: what an event loop's
+idle moment could run). Each lane's two timed parts are reported: work moved off one part
+can show up in the other.
 
 Run ``python benchmarks/threshold_parts.py`` (``--quick`` for a smoke run at 300 entries,
 ``--json`` for machine-readable results). See ``benchmarks/README.md``.
@@ -16,7 +22,10 @@ Run ``python benchmarks/threshold_parts.py`` (``--quick`` for a smoke run at 300
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from benchlib.engines import engine_of
@@ -73,6 +82,42 @@ class EventRecorded(EventBuilt):
     record = True
 
 
+class ToWorker(UpdateThreshold):
+    """What-if: update-threshold's hook handed to a background worker of the session."""
+
+    name = "parts-to-worker"
+
+    @stenograph.hookimpl
+    def post_sampling(self, session: Any, call: Any, state: Any) -> None:
+        hook = functools.partial(UpdateThreshold.post_sampling, self, session, call, state)
+        session.run_in_background("parts-threshold", hook)
+
+
+LATER = stenograph.StateKey[list[Callable[[], object]]]("parts-later")
+
+
+class ToHost(UpdateThreshold):
+    """What-if: update-threshold's hook kept for the host to run between calls."""
+
+    name = "parts-to-host"
+
+    @stenograph.hookimpl
+    def post_sampling(self, session: Any, call: Any, state: Any) -> None:
+        hook = functools.partial(UpdateThreshold.post_sampling, self, session, call, state)
+        session.stash.setdefault(LATER, []).append(hook)
+
+
+@dataclass
+class HostLane(SessionLane):
+    """A session lane that runs the hooks ``ToHost`` kept, on its own thread, untimed."""
+
+    def settle(self) -> None:
+        later = self.session.stash.get(LATER, [])
+        while later:
+            later.pop(0)()
+        super().settle()
+
+
 PARTS = {
     "empty slot": EmptySlot,
     "decision": Decision,
@@ -99,31 +144,38 @@ def run(quick: bool, log: Log) -> dict[str, Any]:
     lanes += [SessionLane(n, size, histories, engine=one_slot(h)) for n, h in PARTS.items()]
     whole = engine_of("update-threshold", {"update-threshold": {}})
     lanes.append(SessionLane("update-threshold", size, histories, engine=whole))
+    lanes.append(SessionLane("deferred to a worker", size, histories, engine=one_slot(ToWorker)))
+    lanes.append(HostLane("deferred to the host", size, histories, engine=one_slot(ToHost)))
     log(f"{size:,} entries: {len(lanes)} lanes x {calls} calls")
     interleave(lanes, calls)
     samples = {lane.name: lane.samples for lane in lanes}
-    after = {
-        lane.name: lane.parts["after the model"] for lane in lanes if isinstance(lane, SessionLane)
-    }
+    ours = [lane for lane in lanes if isinstance(lane, SessionLane)]
+    before = {lane.name: lane.parts["before the model"] for lane in ours}
+    after = {lane.name: lane.parts["after the model"] for lane in ours}
     return {
         "size": size,
         "samples": samples,
+        "before_the_model": before,
         "after_the_model": after,
         "over_no_handlers": {n: ratio(samples[n], samples["no handlers"]) for n in after},
     }
 
 
 def report(results: dict[str, Any]) -> None:
-    """One line per lane: the call, its part after the model, the difference to no handlers."""
+    """One line per lane: the call, its two parts, the difference to no handlers."""
     part = results["part"]
     base = part["samples"]["no handlers"].median
-    print(f"\nper call at {part['size']:,} entries, median (after the model); + over no handlers")
+    print(f"\nper call at {part['size']:,} entries, median (before / after the model)")
     for name, samples in part["samples"].items():
         after = part["after_the_model"].get(name)
         extra = ""
         if after is not None:
-            extra = f"  ({fmt_us(after.median)} after the model, {samples.median - base:+.1f} µs)"
-        print(f"  {name:18s} {fmt_us(samples.median):>9s}{extra}")
+            before = part["before_the_model"][name]
+            extra = (
+                f"  ({fmt_us(before.median)} / {fmt_us(after.median)},"
+                f" {samples.median - base:+.1f} µs over no handlers)"
+            )
+        print(f"  {name:22s} {fmt_us(samples.median):>9s}{extra}")
 
 
 def main(argv: list[str] | None = None) -> int:
