@@ -82,28 +82,36 @@ class EventRecorded(EventBuilt):
     record = True
 
 
-class ToWorker(UpdateThreshold):
-    """What-if: update-threshold's hook handed to a background worker of the session."""
-
-    name = "parts-to-worker"
+class Deferred(UpdateThreshold):
+    """What-if: update-threshold's hook, whole, handed over (``hand_over``) instead of run."""
 
     @stenograph.hookimpl
     def post_sampling(self, session: Any, call: Any, state: Any) -> None:
         hook = functools.partial(UpdateThreshold.post_sampling, self, session, call, state)
+        self.hand_over(session, hook)
+
+    def hand_over(self, session: Any, hook: Callable[[], object]) -> None:
+        raise NotImplementedError
+
+
+class ToWorker(Deferred):
+    """The hook handed to a background worker of the session."""
+
+    name = "parts-to-worker"
+
+    def hand_over(self, session: Any, hook: Callable[[], object]) -> None:
         session.run_in_background("parts-threshold", hook)
 
 
 LATER = stenograph.StateKey[list[Callable[[], object]]]("parts-later")
 
 
-class ToHost(UpdateThreshold):
-    """What-if: update-threshold's hook kept for the host to run between calls."""
+class ToHost(Deferred):
+    """The hook kept for the host to run between calls (``HostLane``)."""
 
     name = "parts-to-host"
 
-    @stenograph.hookimpl
-    def post_sampling(self, session: Any, call: Any, state: Any) -> None:
-        hook = functools.partial(UpdateThreshold.post_sampling, self, session, call, state)
+    def hand_over(self, session: Any, hook: Callable[[], object]) -> None:
         session.stash.setdefault(LATER, []).append(hook)
 
 
