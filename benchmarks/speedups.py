@@ -1,10 +1,11 @@
-"""The C twins of the entry path (``stenograph._speedups``) beside their Python twins, in one
+"""The C twins of the entry path and of ``History.add`` (``stenograph._speedups``) beside their Python twins, in one
 process, round by round.
 
 * **functions**: the copy (``copy_json``), the JSON check (``check_entry``'s walk) and the
   block scan (``_content`` of copied blocks) of one call's two messages (the tool results
-  in, an assistant turn calling tools out), and an entry rebuilt from its journal record
-  (what a resume does per entry); each timed over a batch of calls, the twins in turn;
+  in, an assistant turn calling tools out), an entry rebuilt from its journal record (what
+  a resume does per entry), and ``History.add`` (a new History taking the history's first
+  two entries and the call's two); each timed over a batch of calls, the twins in turn;
 * **calls**: the steady call of ``engine_overhead.py`` (floor, ``entries alone``,
   ``inactivity-only``, ``default``) at 100 and 3,000 entries, every lane twice, once on
   each twin (the twin chosen before each of its calls, untimed), all interleaved. The floor
@@ -29,7 +30,7 @@ from benchlib.lanes import EntriesLane, FloorLane, Lane, SessionLane, interleave
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
 from benchlib.stats import Samples, balanced, fmt_us, ratio
 
-from stenograph.engine import entries, speedups, store
+from stenograph.engine import entries, history, speedups, store
 
 SIZES, QUICK_SIZES = (100, 3_000), (100,)
 CALLS, QUICK_CALLS = 300, 20
@@ -45,7 +46,7 @@ NOT_BUILT = (
 def use(compiled: bool) -> None:
     """Run the entry path on the C twins (``compiled``) or the Python ones."""
     assert speedups.C is not None
-    entries.C = speedups.C if compiled else None
+    entries.C = history.C = speedups.C if compiled else None
     store._json_ok = speedups.C.is_json if compiled else store._is_json
 
 
@@ -57,12 +58,20 @@ def functions() -> dict[str, Callable[[], object]]:
     blocks = [entries.copy_json(m["content"]) for m in (user, assistant)]
     made = [entries.make_entry(user, 0.0), entries.response_entry(assistant, 0.0)]
     records = [entry.to_record() for entry in made]
+    opening = [entries.make_entry(m, 0.0) for m in messages[:2]]
     return {
         "copy": lambda: [entries.copy_json(m["content"]) for m in (user, assistant)],
         "JSON check": lambda: [store.check_entry(entry) for entry in made],
         "block scan": lambda: [entries._content(b, True) for b in blocks],
         "entry from record": lambda: [entries.entry_from_record(dict(r)) for r in records],
+        "History.add": lambda: add_all(history.History(), [*opening, *made]),
     }
+
+
+def add_all(into: history.History, made: list[entries.Entry]) -> None:
+    """``made`` added to a new History (the row times its making too, on both twins)."""
+    for entry in made:
+        into.add(entry)
 
 
 def time_functions(rounds: int) -> dict[str, Any]:

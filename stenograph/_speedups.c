@@ -1,8 +1,9 @@
 /* The entry path in C: the copy, the JSON check and the block scan a message goes through
- * when it becomes an entry. Each function does exactly what its Python twin in
- * stenograph/engine/entries.py or store.py does for plain dicts, lists and atoms, and hands
- * anything else back (to the Python twin, or as "unsure"), so the two give the same results;
- * tests/test_speedups.py holds them to that. */
+ * when it becomes an entry, and History.add for an entry appended as hosts append. Each
+ * function does exactly what its Python twin in stenograph/engine/entries.py, store.py or
+ * history.py does for plain dicts, lists and atoms, and hands anything else back (to the
+ * Python twin, or as "unsure"), so the two give the same results; tests/test_speedups.py
+ * and tests/test_history_speedups.py hold them to that. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -281,6 +282,350 @@ done:
     return out;
 }
 
+/* ---- History.add, the common case --------------------------------------------------
+ * history.History.add for an entry of the exact Entry type, appended as a host appends:
+ * not memorized, nothing replacing its content, its tool ids exact str, and, when it has
+ * content, plain (the guard reads the entry itself), in a new message (its role is not the
+ * last message's), with no gap in the entry-to-message index. Every condition is checked
+ * before anything changes: otherwise history_add returns False and the Python twin does
+ * it all (tests/test_speedups.py holds the two to the same History). */
+
+static PyObject *entry_type; /* history_setup(Entry) */
+static PyObject *str_assistant, *str_append;
+
+enum { H_ENTRIES, H_BY_UUID, H_USE_ENTRY, H_RESULT_ENTRY, H_UNMEMORIZED, H_TOOL_CALLS,
+       H_MESSAGES, H_IDS, H_USE_COUNTS, H_RUNS, H_MESSAGE_OF, H_CHANGED, H_COUNT };
+static const char *history_names[H_COUNT] = {
+    "entries", "by_uuid", "tool_use_entry", "tool_result_entry", "unmemorized_tool_entries",
+    "_tool_calls", "_messages", "_ids", "_use_counts", "_runs", "_message_of", "_changed",
+};
+static PyTypeObject *history_types[H_COUNT] = {
+    &PyList_Type, &PyDict_Type, &PyDict_Type, &PyDict_Type, &PyDict_Type, NULL,
+    &PyList_Type, &PyList_Type, &PyDict_Type, &PyList_Type, NULL, &PySet_Type,
+};
+enum { E_ROLE, E_CONTENT, E_UUID, E_MEMORIZED, E_SENT, E_PLAIN, E_USES, E_RESULTS, E_COUNT };
+static const char *entry_names[E_COUNT] = {
+    "role", "content", "uuid", "memorized", "sent_content", "plain", "tool_use_ids",
+    "tool_result_ids",
+};
+static PyObject *history_keys[H_COUNT], *entry_keys[E_COUNT];
+static PyObject *str_index, *str_repeated_uses, *str_content_problems, *str_tool_use_ids;
+
+static int
+attrs_of(PyObject *obj, PyObject **keys, int n, PyObject **out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    for (int i = 0; i < n; i++)
+        if ((out[i] = PyObject_GetAttr(obj, keys[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+static void
+release(PyObject **objs, int n)
+{
+    for (int i = 0; i < n; i++)
+        Py_CLEAR(objs[i]);
+}
+
+static int
+str_tuple(PyObject *ids)
+{
+    if (!PyTuple_CheckExact(ids))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ids); i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(ids, i)))
+            return 0;
+    return 1;
+}
+
+/* first(run).role == role: 1, 0, -1 on an error */
+static int
+same_role(PyObject *run, PyObject *role)
+{
+    PyObject *first = run;
+    if (PyList_CheckExact(run)) {
+        if (PyList_GET_SIZE(run) == 0)
+            return 0;
+        first = PyList_GET_ITEM(run, 0);
+    }
+    PyObject *other = PyObject_GetAttr(first, entry_keys[E_ROLE]);
+    if (other == NULL)
+        return -1;
+    int same = PyObject_RichCompareBool(other, role, Py_EQ);
+    Py_DECREF(other);
+    return same;
+}
+
+/* history._own_content: no entry of the run sends replaced content */
+static int
+own_content(PyObject *run)
+{
+    if (!PyList_CheckExact(run)) {
+        PyObject *sent = PyObject_GetAttr(run, entry_keys[E_SENT]);
+        if (sent == NULL)
+            return -1;
+        Py_DECREF(sent);
+        return sent == Py_None;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(run); i++) {
+        int own = own_content(PyList_GET_ITEM(run, i));
+        if (own != 1)
+            return own;
+    }
+    return 1;
+}
+
+/* 1 when the entry can take the C path; 0 when not; -1 on an error */
+static int
+eligible(PyObject **h, PyObject **e, Py_ssize_t *index)
+{
+    for (int i = 0; i < H_COUNT; i++)
+        if (history_types[i] != NULL && Py_TYPE(h[i]) != history_types[i])
+            return 0;
+    if (!PyUnicode_CheckExact(e[E_ROLE]) || !PyUnicode_CheckExact(e[E_UUID]) ||
+        e[E_MEMORIZED] != Py_False || e[E_SENT] != Py_None || !str_tuple(e[E_USES]) ||
+        !str_tuple(e[E_RESULTS]))
+        return 0;
+    int known = PyDict_Contains(h[H_BY_UUID], e[E_UUID]);
+    if (known != 0)
+        return known < 0 ? -1 : 0; /* the Python twin raises */
+    *index = PyList_GET_SIZE(h[H_ENTRIES]);
+    PyObject *content = e[E_CONTENT];
+    if (!PyUnicode_CheckExact(content) && !PyList_CheckExact(content))
+        return 0;
+    if (PyObject_Length(content) == 0)
+        return 1; /* in no message */
+    if (e[E_PLAIN] != Py_True || PyList_GET_SIZE(h[H_IDS]) != PyList_GET_SIZE(h[H_MESSAGES]) ||
+        PyList_GET_SIZE(h[H_RUNS]) != PyList_GET_SIZE(h[H_MESSAGES]))
+        return 0;
+    Py_ssize_t placed = PyObject_Length(h[H_MESSAGE_OF]);
+    if (placed < 0)
+        return -1;
+    if (placed != *index)
+        return 0;
+    Py_ssize_t runs = PyList_GET_SIZE(h[H_RUNS]);
+    if (runs == 0)
+        return 1;
+    int same = same_role(PyList_GET_ITEM(h[H_RUNS], runs - 1), e[E_ROLE]);
+    return same < 0 ? -1 : !same;
+}
+
+static int
+append_to(PyObject *sequence, Py_ssize_t value)
+{
+    PyObject *number = PyLong_FromSsize_t(value);
+    if (number == NULL)
+        return -1;
+    PyObject *done = PyObject_CallMethodOneArg(sequence, str_append, number);
+    Py_DECREF(number);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* entry.index, entries, by_uuid, the tool indexes and the tool call tally */
+static int
+add_indexed(PyObject *history, PyObject **h, PyObject *entry, PyObject **e, Py_ssize_t index)
+{
+    PyObject *number = PyLong_FromSsize_t(index);
+    if (number == NULL)
+        return -1;
+    int failed = PyObject_SetAttr(entry, str_index, number) < 0 ||
+                 PyList_Append(h[H_ENTRIES], entry) < 0 ||
+                 PyDict_SetItem(h[H_BY_UUID], e[E_UUID], entry) < 0;
+    Py_ssize_t uses = PyTuple_GET_SIZE(e[E_USES]), results = PyTuple_GET_SIZE(e[E_RESULTS]);
+    Py_ssize_t calls = 0;
+    for (Py_ssize_t i = 0; !failed && i < uses; i++)
+        failed = PyDict_SetDefault(h[H_USE_ENTRY], PyTuple_GET_ITEM(e[E_USES], i), entry) == NULL;
+    for (Py_ssize_t i = 0; !failed && i < results; i++)
+        failed = PyDict_SetDefault(h[H_RESULT_ENTRY], PyTuple_GET_ITEM(e[E_RESULTS], i),
+                                   entry) == NULL;
+    if (!failed && (uses || results)) {
+        failed = PyDict_SetItem(h[H_UNMEMORIZED], number, entry) < 0;
+        if (PyUnicode_Compare(e[E_ROLE], str_assistant) == 0)
+            calls = uses;
+    }
+    Py_DECREF(number);
+    if (failed)
+        return -1;
+    Py_ssize_t tallies = PyObject_Length(h[H_TOOL_CALLS]);
+    PyObject *last = tallies < 0 ? NULL : PySequence_GetItem(h[H_TOOL_CALLS], tallies - 1);
+    if (last == NULL)
+        return -1;
+    Py_ssize_t before = PyLong_AsSsize_t(last);
+    Py_DECREF(last);
+    if (before == -1 && PyErr_Occurred())
+        return -1;
+    return append_to(h[H_TOOL_CALLS], before + calls);
+}
+
+/* history._set_ids of a new message: the entry is the guard's view; its tool_use ids
+ * counted, and repeated ones tallied in _repeated_uses */
+static int
+set_ids(PyObject *history, PyObject **h, PyObject *entry, PyObject *uses, Py_ssize_t message)
+{
+    Py_ssize_t repeated = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(uses); i++) {
+        PyObject *id = PyTuple_GET_ITEM(uses, i);
+        PyObject *count = PyDict_GetItemWithError(h[H_USE_COUNTS], id);
+        if (count == NULL && PyErr_Occurred())
+            return -1;
+        Py_ssize_t n = count == NULL ? 1 : PyLong_AsSsize_t(count) + 1;
+        if (n == 0 && PyErr_Occurred())
+            return -1;
+        PyObject *number = PyLong_FromSsize_t(n);
+        int failed = number == NULL || PyDict_SetItem(h[H_USE_COUNTS], id, number) < 0;
+        Py_XDECREF(number);
+        if (failed)
+            return -1;
+        repeated += n > 1;
+    }
+    if (repeated) {
+        PyObject *tally = PyObject_GetAttr(history, str_repeated_uses);
+        PyObject *more = tally == NULL ? NULL : PyLong_FromSsize_t(repeated);
+        PyObject *sum = more == NULL ? NULL : PyNumber_Add(tally, more);
+        int failed = sum == NULL || PyObject_SetAttr(history, str_repeated_uses, sum) < 0;
+        Py_XDECREF(tally);
+        Py_XDECREF(more);
+        Py_XDECREF(sum);
+        if (failed)
+            return -1;
+    }
+    if (PyList_Append(h[H_IDS], entry) < 0)
+        return -1;
+    PyObject *number = PyLong_FromSsize_t(message);
+    int failed = number == NULL || PySet_Add(h[H_CHANGED], number) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : 0;
+}
+
+static int
+discard(PyObject *changed, Py_ssize_t message)
+{
+    PyObject *number = PyLong_FromSsize_t(message);
+    int failed = number == NULL || PySet_Discard(changed, number) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : 0;
+}
+
+/* guard.answers_in_order(previous, message) for the message's tool_result ids: 1, 0, -1 */
+static int
+answers_in_order(PyObject *previous, PyObject *previous_uses, int previous_assistant,
+                 PyObject *results)
+{
+    if (!previous_assistant)
+        return 0;
+    int same = PyObject_RichCompareBool(previous_uses, results, Py_EQ);
+    if (same != 1 || PyTuple_GET_SIZE(results) == 1)
+        return same;
+    PyObject *unique = PySet_New(results);
+    if (unique == NULL)
+        return -1;
+    same = PySet_GET_SIZE(unique) == PyTuple_GET_SIZE(results);
+    Py_DECREF(unique);
+    return same;
+}
+
+/* history._settle(message): the entry's message is plain and its own content */
+static int
+settle(PyObject **h, PyObject **e, Py_ssize_t message)
+{
+    PyObject *previous = PyList_GET_ITEM(h[H_IDS], message - 1);
+    PyObject *uses = e[E_USES], *results = e[E_RESULTS];
+    if (PyUnicode_Compare(e[E_ROLE], str_assistant) == 0)
+        return PyTuple_GET_SIZE(uses) ? 0 : discard(h[H_CHANGED], message);
+    Py_INCREF(previous);
+    PyObject *role = PyObject_GetAttr(previous, entry_keys[E_ROLE]);
+    PyObject *before = role == NULL ? NULL : PyObject_GetAttr(previous, str_tool_use_ids);
+    int assistant = before == NULL ? -1 : PyObject_RichCompareBool(role, str_assistant, Py_EQ);
+    int outcome = assistant < 0 ? -1 : 0;
+    if (assistant < 0)
+        goto done;
+    if (PyTuple_GET_SIZE(results)) {
+        int answered = answers_in_order(previous, before, assistant, results);
+        if (answered != 1) {
+            outcome = answered;
+            goto done;
+        }
+    }
+    else {
+        int calls = PyObject_IsTrue(before);
+        if (calls != 0) {
+            outcome = calls < 0 ? -1 : 0; /* left unanswered */
+            goto done;
+        }
+    }
+    if ((outcome = discard(h[H_CHANGED], message)) < 0 || message <= 1 || !assistant)
+        goto done;
+    PyObject *problems = PyObject_GetAttr(previous, str_content_problems);
+    int clean = problems == NULL ? -1 : !PyObject_IsTrue(problems);
+    Py_XDECREF(problems);
+    if (clean == 1)
+        clean = own_content(PyList_GET_ITEM(h[H_RUNS], message - 1));
+    outcome = clean < 0 ? -1 : clean ? discard(h[H_CHANGED], message - 1) : 0;
+done:
+    Py_XDECREF(role);
+    Py_XDECREF(before);
+    Py_DECREF(previous);
+    return outcome;
+}
+
+/* history._place of an entry starting a new message */
+static int
+place(PyObject *history, PyObject **h, PyObject *entry, PyObject **e)
+{
+    Py_ssize_t message = PyList_GET_SIZE(h[H_MESSAGES]);
+    if (PyList_Append(h[H_RUNS], entry) < 0 || append_to(h[H_MESSAGE_OF], message) < 0)
+        return -1;
+    PyObject *sent = PyDict_New();
+    int failed = sent == NULL || PyDict_SetItem(sent, entry_keys[E_ROLE], e[E_ROLE]) < 0 ||
+                 PyDict_SetItem(sent, entry_keys[E_CONTENT], e[E_CONTENT]) < 0 ||
+                 PyList_Append(h[H_MESSAGES], sent) < 0;
+    Py_XDECREF(sent);
+    if (failed || set_ids(history, h, entry, e[E_USES], message) < 0)
+        return -1;
+    return message ? settle(h, e, message) : 0;
+}
+
+static PyObject *
+history_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "history_add(history, entry) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *history = args[0], *entry = args[1];
+    if (entry_type == NULL || (PyObject *)Py_TYPE(entry) != entry_type)
+        Py_RETURN_FALSE;
+    PyObject *h[H_COUNT], *e[E_COUNT], *out = NULL;
+    Py_ssize_t index = 0;
+    int ok = -1;
+    if (attrs_of(history, history_keys, H_COUNT, h) == 0 &&
+        attrs_of(entry, entry_keys, E_COUNT, e) == 0 && (ok = eligible(h, e, &index)) == 1) {
+        ok = add_indexed(history, h, entry, e, index);
+        if (ok == 0 && PyObject_Length(e[E_CONTENT]) > 0)
+            ok = place(history, h, entry, e);
+        ok = ok < 0 ? -1 : 1;
+    }
+    if (ok >= 0)
+        out = Py_NewRef(ok ? Py_True : Py_False);
+    release(h, H_COUNT);
+    release(e, E_COUNT);
+    return out;
+}
+
+static PyObject *
+history_setup(PyObject *module, PyObject *type)
+{
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "history_setup takes the Entry type");
+        return NULL;
+    }
+    Py_XSETREF(entry_type, Py_NewRef(type));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"copy_json", (PyCFunction)(void (*)(void))copy_json, METH_FASTCALL,
      "copy_json(value, other): entries._copy (other(v) for what is not a dict, list or atom)"},
@@ -288,6 +633,10 @@ static PyMethodDef methods[] = {
      "is_json(value, depth): store._is_json"},
     {"scan_blocks", scan_blocks, METH_O,
      "scan_blocks(blocks): (tool_use ids, tool_result ids, plain), or None when unsure"},
+    {"history_add", (PyCFunction)(void (*)(void))history_add, METH_FASTCALL,
+     "history_add(history, entry): History.add done in C (True), or False: not its case"},
+    {"history_setup", history_setup, METH_O,
+     "history_setup(Entry): the entry type history_add takes"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -309,8 +658,18 @@ PyInit__speedups(void)
     if (intern(&str_type, "type") || intern(&str_id, "id") ||
         intern(&str_tool_use_id, "tool_use_id") || intern(&str_text, "text") ||
         intern(&str_tool_use, "tool_use") || intern(&str_server_tool_use, "server_tool_use") ||
-        intern(&str_tool_result, "tool_result"))
+        intern(&str_tool_result, "tool_result") || intern(&str_assistant, "assistant") ||
+        intern(&str_append, "append") || intern(&str_index, "index") ||
+        intern(&str_repeated_uses, "_repeated_uses") ||
+        intern(&str_content_problems, "content_problems") ||
+        intern(&str_tool_use_ids, "tool_use_ids"))
         return NULL;
+    for (int i = 0; i < H_COUNT; i++)
+        if (intern(&history_keys[i], history_names[i]))
+            return NULL;
+    for (int i = 0; i < E_COUNT; i++)
+        if (intern(&entry_keys[i], entry_names[i]))
+            return NULL;
     PyObject *ten = PyLong_FromLong(10), *power = PyLong_FromLong(4000);
     if (ten == NULL || power == NULL)
         return NULL;

@@ -29,6 +29,7 @@ from .rendering import (
     render_content_is_base,
 )
 from .request import RequestMessages
+from .speedups import C
 from .tokens import ESTIMATORS, content_tokens, token_bound
 
 NO_MEMO: dict[str, Any] = {"keep": (), "reduce_inputs": False}
@@ -93,7 +94,14 @@ class History:
         return self.entries[index]
 
     def add(self, entry: Entry) -> Entry:
-        """Append ``entry`` (uuid must be new) and extend the rendered messages."""
+        """Append ``entry`` (uuid must be new) and extend the rendered messages: in C for
+        an entry appended as hosts append (``C.history_add``), else by :meth:`_add`."""
+        if C is None or not C.history_add(self, entry):
+            self._add(entry)
+        return entry
+
+    def _add(self, entry: Entry) -> None:
+        """:meth:`add` in Python (the C twin's reference: tests hold the two equal)."""
         if entry.uuid in self.by_uuid:
             raise ValueError(f"an entry with uuid {entry.uuid!r} is already in the history")
         entry.index = len(self.entries)
@@ -112,7 +120,6 @@ class History:
         self._tool_calls.append(self._tool_calls[-1] + calls)
         if entry.content:
             self._place(entry)
-        return entry
 
     def rebuild(self, entries: list[Entry]) -> None:
         """Start over from ``entries`` (after a host edit or a rewind: rare, O(n)). The
@@ -702,3 +709,7 @@ def _view(entry: Entry, message: dict[str, Any]) -> IdsView:
 def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Content as a new list of blocks (a string becomes one text block, as in merge_run)."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+if C is not None:
+    C.history_setup(Entry)

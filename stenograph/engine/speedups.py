@@ -1,6 +1,7 @@
 """The C twins of the entry path (``stenograph._speedups``: the copy, the JSON check and the
-block scan of a message becoming an entry), or None: not built (no C compiler at install)
-or turned off with ``STENOGRAPH_PURE_PYTHON=1``. The Python twins give the same results."""
+block scan of a message becoming an entry, and ``History.add`` of an entry appended as
+hosts append), or None: not built (no C compiler at install) or turned off with
+``STENOGRAPH_PURE_PYTHON=1``. The Python twins give the same results."""
 
 from __future__ import annotations
 
