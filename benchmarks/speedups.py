@@ -1,5 +1,5 @@
-"""The C twins of the entry path and of ``History.add`` (``stenograph._speedups``) beside their Python twins, in one
-process, round by round.
+"""The C twins of the entry path and of ``History.add`` (``stenograph._speedups``) beside
+their Python twins, in one process, round by round.
 
 * **functions**: the copy (``copy_json``), the JSON check (``check_entry``'s walk) and the
   block scan (``_content`` of copied blocks) of one call's two messages (the tool results

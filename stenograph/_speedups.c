@@ -290,7 +290,7 @@ done:
  * before anything changes: otherwise history_add returns False and the Python twin does
  * it all (tests/test_speedups.py holds the two to the same History). */
 
-static PyObject *entry_type; /* history_setup(Entry) */
+static PyObject *entry_type; /* entries_setup(Entry, ...) */
 static PyObject *str_assistant, *str_append;
 
 enum { H_ENTRIES, H_BY_UUID, H_USE_ENTRY, H_RESULT_ENTRY, H_UNMEMORIZED, H_TOOL_CALLS,
@@ -615,14 +615,291 @@ history_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- make_entry and response_entry, the common case -----------------------------------
+ * entries.make_entry of a message holding a role and content alone, and
+ * entries.response_entry of a response as a dict, whose uuid (if any) is a str and whose
+ * timestamp (if any) is an epoch number of the years 1-9999: the content checked, copied and
+ * scanned as by _content, the usage read as by _usage, the Entry built. Anything else is
+ * handed back (None) before any work: the Python twin does it all, and says what is wrong. */
+
+static PyObject *new_uuid_fn, *usage_fn, *usage_keys, *meta_keys; /* entries_setup */
+static PyObject *unsure_error, *refuse_fn, *minus_one;
+static double stamp_low, stamp_high; /* entries.SURELY_IN_RANGE */
+static PyObject *str_user, *str_uuid, *str_timestamp, *str_usage, *str_cache_creation;
+
 static PyObject *
-history_setup(PyObject *module, PyObject *type)
+refuse(PyObject *module, PyObject *value)
 {
-    if (!PyType_Check(type)) {
-        PyErr_SetString(PyExc_TypeError, "history_setup takes the Entry type");
+    PyErr_SetNone(unsure_error); /* not a dict, list or atom: the Python twin copies it */
+    return NULL;
+}
+
+static PyMethodDef refuse_def = {"refuse", refuse, METH_O, NULL};
+
+/* _content: 1 and (content, scanned = (uses, results, plain)); 0 unsure; -1 an error */
+static int
+content_of(PyObject *value, int owned, PyObject **content, PyObject **scanned)
+{
+    *content = *scanned = NULL;
+    if (value == NULL || PyUnicode_CheckExact(value)) {
+        int plain = value != NULL && !blank(value);
+        *content = value == NULL ? PyUnicode_New(0, 0) : Py_NewRef(value);
+        *scanned = Py_BuildValue("(()()O)", plain ? Py_True : Py_False);
+        return *content != NULL && *scanned != NULL ? 1 : -1;
+    }
+    if (!PyList_CheckExact(value))
+        return 0;
+    *content = owned ? Py_NewRef(value) : copy_value(value, refuse_fn);
+    if (*content == NULL) { /* nested too deeply: the Python twin says so */
+        if (!PyErr_ExceptionMatches(unsure_error) && !PyErr_ExceptionMatches(PyExc_RecursionError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    *scanned = scan_blocks(NULL, *content);
+    if (*scanned == NULL)
+        return -1;
+    return *scanned != Py_None;
+}
+
+/* Entry(role, content, uuid, stamp, -1, usage, False, None, None, meta, *scanned) */
+static PyObject *
+build_entry(PyObject *role, PyObject *content, PyObject *uuid, PyObject *stamp,
+            PyObject *usage, PyObject *meta, PyObject *scanned)
+{
+    PyObject *args[13] = {
+        role, content, uuid, stamp, minus_one, usage, Py_False, Py_None, Py_None, meta,
+        PyTuple_GET_ITEM(scanned, 0), PyTuple_GET_ITEM(scanned, 1), PyTuple_GET_ITEM(scanned, 2),
+    };
+    return PyObject_Vectorcall(entry_type, args, 13, NULL);
+}
+
+/* the entry from a role, content and the rest; None when the content is not its case */
+static PyObject *
+entry_of(PyObject *role, PyObject *value, int owned, PyObject *now, PyObject *uuid,
+         PyObject *stamp, PyObject *usage, PyObject *meta)
+{
+    PyObject *content, *scanned, *out = NULL;
+    int read = content_of(value, owned, &content, &scanned);
+    if (read == 0)
+        out = Py_NewRef(Py_None);
+    else if (read == 1) {
+        PyObject *floated = PyNumber_Float(now); /* as the twin, even when a stamp is given */
+        PyObject *id = NULL;
+        if (floated != NULL)
+            id = uuid ? Py_NewRef(uuid) : PyObject_CallNoArgs(new_uuid_fn);
+        if (id != NULL)
+            out = build_entry(role, content, id, stamp ? stamp : floated,
+                              usage ? usage : Py_None, meta ? meta : Py_None, scanned);
+        Py_XDECREF(floated);
+        Py_XDECREF(id);
+    }
+    Py_XDECREF(content);
+    Py_XDECREF(scanned);
+    return out;
+}
+
+static PyObject *
+make_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "make_entry(message, now, owned) takes 3 arguments");
         return NULL;
     }
-    Py_XSETREF(entry_type, Py_NewRef(type));
+    PyObject *message = args[0];
+    if (entry_type == NULL || !PyDict_CheckExact(message) || PyDict_GET_SIZE(message) != 2)
+        Py_RETURN_NONE;
+    PyObject *role = PyDict_GetItemWithError(message, entry_keys[E_ROLE]);
+    if (role == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_INCREF(role);
+    PyObject *value = PyDict_GetItemWithError(message, entry_keys[E_CONTENT]);
+    Py_XINCREF(value);
+    PyObject *out = NULL;
+    if (value == NULL && PyErr_Occurred())
+        goto done;
+    if (value == NULL || !PyUnicode_CheckExact(role) ||
+        (PyUnicode_Compare(role, str_user) != 0 && PyUnicode_Compare(role, str_assistant) != 0)) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = entry_of(role, value == Py_None ? NULL : value, PyObject_IsTrue(args[2]), args[1],
+                   NULL, NULL, NULL, NULL);
+done:
+    Py_DECREF(role);
+    Py_XDECREF(value);
+    return out;
+}
+
+/* _usage of a plain dict whose counts are ints: the dict or None; NULL with no error when
+ * unsure (another kind of number: the Python twin reads it) */
+static PyObject *
+usage_of(PyObject *value)
+{
+    PyObject *split = PyDict_GetItemWithError(value, str_cache_creation);
+    if (split == NULL && PyErr_Occurred())
+        return NULL;
+    if (split != NULL && !PyDict_CheckExact(split)) {
+        if (PyDict_Check(split))
+            return NULL; /* unsure: a dict subclass, merged by the Python twin */
+        split = NULL; /* _usage merges a dict only */
+    }
+    Py_XINCREF(split); /* a key's __eq__ may change the usage dict holding it */
+    PyObject *usage = PyDict_New();
+    for (Py_ssize_t i = 0; usage != NULL && i < PyTuple_GET_SIZE(usage_keys); i++) {
+        PyObject *key = PyTuple_GET_ITEM(usage_keys, i), *number = NULL;
+        if (split != NULL && (number = PyDict_GetItemWithError(split, key)) == NULL &&
+            PyErr_Occurred())
+            Py_CLEAR(usage);
+        if (usage != NULL && number == NULL &&
+            (number = PyDict_GetItemWithError(value, key)) == NULL && PyErr_Occurred())
+            Py_CLEAR(usage);
+        if (usage == NULL || number == NULL || number == Py_None)
+            continue;
+        if (!PyLong_CheckExact(number)) {
+            Py_CLEAR(usage); /* unsure: no error set */
+            break;
+        }
+        int negative = PyObject_RichCompareBool(number, minus_one, Py_LE);
+        if (negative < 0 || (!negative && PyDict_SetItem(usage, key, number) < 0))
+            Py_CLEAR(usage);
+    }
+    Py_XDECREF(split);
+    if (usage != NULL && PyDict_GET_SIZE(usage) == 0) {
+        Py_DECREF(usage);
+        return Py_NewRef(Py_None);
+    }
+    return usage;
+}
+
+/* the response's usage as _usage gives it (its twin called when unsure) */
+static PyObject *
+response_usage(PyObject *data)
+{
+    PyObject *value = PyDict_GetItemWithError(data, str_usage);
+    if (value == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (value == Py_None)
+        return Py_NewRef(Py_None);
+    Py_INCREF(value);
+    PyObject *usage = PyDict_CheckExact(value) ? usage_of(value) : NULL;
+    if (usage == NULL && !PyErr_Occurred())
+        usage = PyObject_CallOneArg(usage_fn, value);
+    Py_DECREF(value);
+    return usage;
+}
+
+/* {k: data[k] for k in RESPONSE_META if data.get(k) is not None} or None */
+static PyObject *
+response_meta(PyObject *data)
+{
+    PyObject *meta = PyDict_New();
+    for (Py_ssize_t i = 0; meta != NULL && i < PyTuple_GET_SIZE(meta_keys); i++) {
+        PyObject *key = PyTuple_GET_ITEM(meta_keys, i);
+        PyObject *item = PyDict_GetItemWithError(data, key);
+        if ((item == NULL && PyErr_Occurred()) ||
+            (item != NULL && item != Py_None && PyDict_SetItem(meta, key, item) < 0))
+            Py_CLEAR(meta);
+    }
+    if (meta != NULL && PyDict_GET_SIZE(meta) == 0) {
+        Py_DECREF(meta);
+        return Py_NewRef(Py_None);
+    }
+    return meta;
+}
+
+/* the response's uuid (NULL: none given, a new one is drawn) and timestamp (NULL: none
+ * given); 1 their case, 0 not, -1 an error */
+static int
+response_stamp(PyObject *data, PyObject **uuid, PyObject **stamp)
+{
+    *uuid = *stamp = NULL;
+    PyObject *id = PyDict_GetItemWithError(data, str_uuid);
+    if (id == NULL && PyErr_Occurred())
+        return -1;
+    if (id != NULL && id != Py_None) {
+        if (!PyUnicode_CheckExact(id))
+            return 0;
+        if (PyUnicode_GET_LENGTH(id) > 0)
+            *uuid = Py_NewRef(id);
+    }
+    PyObject *given = PyDict_GetItemWithError(data, str_timestamp);
+    if (given == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    double seconds;
+    if (PyFloat_CheckExact(given))
+        seconds = PyFloat_AS_DOUBLE(given);
+    else if (PyLong_CheckExact(given)) {
+        seconds = PyLong_AsDouble(given);
+        if (seconds == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear(); /* too big for a float: the Python twin says so */
+            return 0;
+        }
+    }
+    else
+        return 0;
+    if (!(stamp_low < seconds && seconds < stamp_high))
+        return 0; /* NaN included */
+    *stamp = PyFloat_FromDouble(seconds);
+    return *stamp == NULL ? -1 : 1;
+}
+
+static PyObject *
+response_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "response_entry(data, now, owned) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *uuid, *stamp, *usage = NULL, *meta = NULL, *out = NULL;
+    if (entry_type == NULL || !PyDict_CheckExact(data))
+        Py_RETURN_NONE;
+    int ours = response_stamp(data, &uuid, &stamp);
+    if (ours <= 0) {
+        out = ours < 0 ? NULL : Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *value = PyDict_GetItemWithError(data, entry_keys[E_CONTENT]);
+    if (value == NULL && PyErr_Occurred())
+        goto done;
+    Py_XINCREF(value);
+    if (value == NULL) /* data.get("content", []) */
+        value = PyList_New(0);
+    if (value != NULL && (usage = response_usage(data)) != NULL &&
+        (meta = response_meta(data)) != NULL)
+        out = entry_of(str_assistant, value, PyObject_IsTrue(args[2]), args[1], uuid, stamp,
+                       usage, meta);
+    Py_XDECREF(value);
+done:
+    Py_XDECREF(uuid);
+    Py_XDECREF(stamp);
+    Py_XDECREF(usage);
+    Py_XDECREF(meta);
+    return out;
+}
+
+static PyObject *
+entries_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[3]) ||
+        !PyTuple_CheckExact(args[4]) || !PyTuple_CheckExact(args[5]) ||
+        PyTuple_GET_SIZE(args[5]) != 2) {
+        PyErr_SetString(PyExc_TypeError,
+                        "entries_setup(Entry, new_uuid, _usage, usage keys, meta keys,"
+                        " (low, high)) takes 6 arguments");
+        return NULL;
+    }
+    double low = PyFloat_AsDouble(PyTuple_GET_ITEM(args[5], 0));
+    double high = PyFloat_AsDouble(PyTuple_GET_ITEM(args[5], 1));
+    if (PyErr_Occurred())
+        return NULL;
+    Py_XSETREF(entry_type, Py_NewRef(args[0]));
+    Py_XSETREF(new_uuid_fn, Py_NewRef(args[1]));
+    Py_XSETREF(usage_fn, Py_NewRef(args[2]));
+    Py_XSETREF(usage_keys, Py_NewRef(args[3]));
+    Py_XSETREF(meta_keys, Py_NewRef(args[4]));
+    stamp_low = low;
+    stamp_high = high;
     Py_RETURN_NONE;
 }
 
@@ -635,8 +912,12 @@ static PyMethodDef methods[] = {
      "scan_blocks(blocks): (tool_use ids, tool_result ids, plain), or None when unsure"},
     {"history_add", (PyCFunction)(void (*)(void))history_add, METH_FASTCALL,
      "history_add(history, entry): History.add done in C (True), or False: not its case"},
-    {"history_setup", history_setup, METH_O,
-     "history_setup(Entry): the entry type history_add takes"},
+    {"make_entry", (PyCFunction)(void (*)(void))make_entry, METH_FASTCALL,
+     "make_entry(message, now, owned): entries.make_entry, or None when not its case"},
+    {"response_entry", (PyCFunction)(void (*)(void))response_entry, METH_FASTCALL,
+     "response_entry(data, now, owned): entries.response_entry of a dict, or None"},
+    {"entries_setup", (PyCFunction)(void (*)(void))entries_setup, METH_FASTCALL,
+     "entries_setup(Entry, new_uuid, _usage, usage keys, meta keys, (low, high))"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -662,7 +943,14 @@ PyInit__speedups(void)
         intern(&str_append, "append") || intern(&str_index, "index") ||
         intern(&str_repeated_uses, "_repeated_uses") ||
         intern(&str_content_problems, "content_problems") ||
-        intern(&str_tool_use_ids, "tool_use_ids"))
+        intern(&str_tool_use_ids, "tool_use_ids") || intern(&str_user, "user") ||
+        intern(&str_uuid, "uuid") || intern(&str_timestamp, "timestamp") ||
+        intern(&str_usage, "usage") || intern(&str_cache_creation, "cache_creation"))
+        return NULL;
+    unsure_error = PyErr_NewException("stenograph._speedups.Unsure", NULL, NULL);
+    refuse_fn = PyCFunction_New(&refuse_def, NULL);
+    minus_one = PyLong_FromLong(-1);
+    if (unsure_error == NULL || refuse_fn == NULL || minus_one == NULL)
         return NULL;
     for (int i = 0; i < H_COUNT; i++)
         if (intern(&history_keys[i], history_names[i]))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 from .clock import NUMBERS, format_timestamp, parse_timestamp
 from .speedups import C
@@ -136,7 +137,14 @@ SURELY_IN_RANGE = (-62_135_596_800 + 86_400, 253_402_300_799 - 86_400)
 
 def make_entry(message: Any, now: float, *, owned: bool = False) -> Entry:
     """Validate and copy a host message into an Entry (uuid/timestamp filled when absent);
-    ``owned``: the message is a fresh object nobody else holds, so it is not copied."""
+    ``owned``: the message is a fresh object nobody else holds, so it is not copied. In C
+    for a message holding a role and content alone (``C.make_entry``)."""
+    entry = None if C is None else C.make_entry(message, now, owned)
+    return _make_entry(message, now, owned) if entry is None else entry
+
+
+def _make_entry(message: Any, now: float, owned: bool) -> Entry:
+    """:func:`make_entry` in Python (the C twin's reference: tests hold the two equal)."""
     role = _role(message, "a message")
     content, uses, results, plain = _content(message.get("content"), owned)
     entry = Entry(
@@ -172,6 +180,13 @@ def response_entry(response: Any, now: float) -> Entry:
         raise TypeError(
             f"post_sampling expects an anthropic Message or a dict, got {response!r:.80}"
         )
+    entry = None if C is None else C.response_entry(data, now, owned)
+    return _response_entry(data, now, owned) if entry is None else entry
+
+
+def _response_entry(data: dict[str, Any], now: float, owned: bool) -> Entry:
+    """:func:`response_entry` of the response as a dict, in Python (the C twin's reference:
+    uuid and timestamp as given, or drawn and ``now``)."""
     content, uses, results, plain = _content(data.get("content", []), owned)
     usage = _usage(data.get("usage"))
     meta = {k: data[k] for k in RESPONSE_META if data.get(k) is not None} or None
@@ -286,9 +301,14 @@ def _usage(value: Any) -> dict[str, int] | None:
         if type(number) is int:  # the usual: checked in one step
             if number >= 0:
                 usage[key] = number
-        elif isinstance(number, NUMBERS) and not isinstance(number, bool) and number >= 0:
+        elif _count(number):
             usage[key] = int(number)
     return usage or None
+
+
+def _count(number: Any) -> TypeGuard[int | float]:
+    """A number of another type that counts tokens: not a bool, NaN or infinity."""
+    return isinstance(number, NUMBERS) and not isinstance(number, bool) and 0 <= number < math.inf
 
 
 def entry_from_record(record: dict[str, Any]) -> Entry:
@@ -302,3 +322,7 @@ def entry_from_record(record: dict[str, Any]) -> Entry:
     entry = Entry(role, content, "", None, -1, usage, False, None, None, meta, uses, results, plain)
     _stamp(entry, record)
     return entry
+
+
+if C is not None:
+    C.entries_setup(Entry, new_uuid, _usage, _ALL_USAGE_KEYS, RESPONSE_META, SURELY_IN_RANGE)

@@ -709,7 +709,3 @@ def _view(entry: Entry, message: dict[str, Any]) -> IdsView:
 def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Content as a new list of blocks (a string becomes one text block, as in merge_run)."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-
-
-if C is not None:
-    C.history_setup(Entry)
