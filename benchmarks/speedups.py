@@ -3,8 +3,9 @@ their Python twins, in one process, round by round.
 
 * **functions**: the copy (``copy_json``), the JSON check (``check_entry``'s walk) and the
   block scan (``_content`` of copied blocks) of one call's two messages (the tool results
-  in, an assistant turn calling tools out), an entry rebuilt from its journal record (what
-  a resume does per entry), and ``History.add`` (a new History taking the history's first
+  in, an assistant turn calling tools out), the two made entries whole (``make_entry``,
+  ``response_entry``), an entry rebuilt from its journal record (what a resume does per
+  entry), and ``History.add`` (a new History taking the history's first
   two entries and the call's two); each timed over a batch of calls, the twins in turn;
 * **calls**: the steady call of ``engine_overhead.py`` (floor, ``entries alone``,
   ``inactivity-only``, ``default``) at 100 and 3,000 entries, every lane twice, once on
@@ -63,6 +64,10 @@ def functions() -> dict[str, Callable[[], object]]:
         "copy": lambda: [entries.copy_json(m["content"]) for m in (user, assistant)],
         "JSON check": lambda: [store.check_entry(entry) for entry in made],
         "block scan": lambda: [entries._content(b, True) for b in blocks],
+        "entries made": lambda: [
+            entries.make_entry(user, 0.0),
+            entries.response_entry(assistant, 0.0),
+        ],
         "entry from record": lambda: [entries.entry_from_record(dict(r)) for r in records],
         "History.add": lambda: add_all(history.History(), [*opening, *made]),
     }
