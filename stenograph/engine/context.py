@@ -28,7 +28,7 @@ class _Call:
 
 
 @dataclass(slots=True)
-class PreCallCall(_Call):
+class PreCallCall(_Call):  # the session builds it with every field given by position
     """The request about to be sent. ``new_entries`` came in since the last response;
     ``previous_response`` is the newest assistant entry before them (or None);
     ``unseen_entries`` were appended since the previous pre-call of this session (responses

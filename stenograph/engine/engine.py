@@ -278,7 +278,9 @@ class Engine:
         self, slot: Slot, impl: HookImpl, hook_name: str, session: Session, values: dict[str, Any]
     ) -> Any:
         if impl.argnames == PHASE_ARGUMENTS:  # a phase hook's usual arguments, in order
-            args = [session, values["call"], self.slot_state(session, slot)]
+            typed = slot.handler.State is not None  # slot_state, inline: on every phase call
+            state = session.stash[slot.typed_state] if typed else self.slot_state(session, slot)
+            args = [session, values["call"], state]
         else:
             args = [
                 session

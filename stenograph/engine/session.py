@@ -303,16 +303,16 @@ class Session:
             if self._store is not None:
                 self.begin(renew=True)
                 self._keep_call_lease()
-            call = PreCallCall(
-                session=self,
-                now=self.clock(),
-                model=model,
-                system=system,
-                tools=tools,
-                extra=extra,
-                previous_response=self._last_response,
-                first_unseen=self._state.get("seen", 0),
-                end=len(self.history.entries),
+            call = PreCallCall(  # by position: keywords cost twice as much
+                self,
+                self.clock(),
+                model,
+                system,
+                tools,
+                extra,
+                self._last_response,
+                self._state.get("seen", 0),
+                len(self.history.entries),
             )
             if self.engine.telemetry is None:  # no span: no context manager either
                 request = self._pre_call_phase(call)
@@ -337,9 +337,7 @@ class Session:
                 self._batch = []  # one store step at the end: the records, the state, release
                 try:
                     self._add(entry)
-                    call = PostSamplingCall(
-                        session=self, now=now, response=entry, request=self.last_request
-                    )
+                    call = PostSamplingCall(self, now, entry, self.last_request)
                     if self.engine.telemetry is None:
                         self.engine.dispatch("post_sampling", self, call)
                     else:

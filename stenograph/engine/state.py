@@ -15,7 +15,18 @@ from operator import gt as _gt
 from operator import le as _le
 from operator import lt as _lt
 from types import UnionType
-from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, cast, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    TypeVar,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+)
 
 from annotated_types import BaseMetadata, Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -159,29 +170,18 @@ class StateKey(Generic[T]):
         return f"<StateKey {self.name or hex(id(self))}>"
 
 
-class Stash:
-    """Live per-session values under typed keys; never persisted."""
+class Stash(dict[StateKey[Any], Any]):
+    """Live per-session values under typed keys; never persisted. A dict, so that reading
+    it (on every phase call) runs no Python code; typed through the key."""
 
-    def __init__(self) -> None:
-        self._values: dict[StateKey[Any], Any] = {}
+    __slots__ = ()
 
-    def __getitem__(self, key: StateKey[T]) -> T:
-        value: T = self._values[key]  # on every phase call: no ``cast`` call
-        return value
+    if TYPE_CHECKING:
 
-    def __setitem__(self, key: StateKey[T], value: T) -> None:
-        self._values[key] = value
+        def __getitem__(self, key: StateKey[T]) -> T: ...
 
-    def __delitem__(self, key: StateKey[Any]) -> None:
-        del self._values[key]
+        def __setitem__(self, key: StateKey[T], value: T) -> None: ...
 
-    def __contains__(self, key: StateKey[Any]) -> bool:
-        return key in self._values
+        def get(self, key: StateKey[T], default: D) -> T | D: ...  # type: ignore[override]
 
-    def get(self, key: StateKey[T], default: D) -> T | D:
-        """The value under ``key``, or ``default``."""
-        return cast(T, self._values[key]) if key in self._values else default
-
-    def setdefault(self, key: StateKey[T], default: T) -> T:
-        """The value under ``key``, set to ``default`` first when absent."""
-        return cast(T, self._values.setdefault(key, default))
+        def setdefault(self, key: StateKey[T], default: T) -> T: ...  # type: ignore[override]
