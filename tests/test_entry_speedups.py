@@ -28,6 +28,7 @@ except ImportError as exc:  # the install found no C compiler
     if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
         raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
     pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
+entries.setup_twins(C)  # as at import, also when STENOGRAPH_PURE_PYTHON=1 turned them off
 
 DRAWN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 CONTENT = st.one_of(BLOCKS, VALUES, st.sampled_from(["", " ", "text", None]))

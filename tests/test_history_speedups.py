@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stenograph.engine.entries import Entry, make_entry
+from stenograph.engine.entries import Entry, make_entry, setup_twins
 from stenograph.engine.history import History
 
 try:
@@ -25,6 +25,7 @@ except ImportError as exc:  # the install found no C compiler
     if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
         raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
     pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
+setup_twins(C)  # as at import, also when STENOGRAPH_PURE_PYTHON=1 turned them off
 
 IDS = st.sampled_from(["t1", "t2", "t3", "t4"])
 BLOCK = st.one_of(

@@ -160,6 +160,17 @@ def rendered_from_scratch(history: History) -> list[dict[str, Any]]:
 @given(steps, st.lists(st.integers(0, 7), max_size=25))
 @example([("turn", 1, True, "ok"), ("memorize", 9, False, False, False), ("edit", 0, "more")], [])
 @example([("calls", 1, "Read"), ("window", 0, "user")], [])  # a merged preamble, numbered as sent
+@example(  # a problem before the window, kept to check when the window moves back over it
+    [
+        ("user", "ok"),
+        ("calls", 1, "Read"),
+        ("turn", 1, False, "ok"),
+        ("turn", 1, False, "ok"),
+        ("window", 5, "user"),
+        ("window", 0, "user"),
+    ],
+    [],
+)
 @example(
     [
         ("turn", 1, True, "a"),

@@ -177,10 +177,11 @@ def test_the_block_scans_agree(blocks: list[Any]) -> None:
 
 def test_the_python_twins_run_when_turned_off() -> None:
     code = (
-        "from stenograph.engine import speedups, store; "
-        "print(speedups.C is None, store._json_ok is store._is_json)"
+        "from stenograph.engine import entries, history, speedups, store; "
+        "print(speedups.C is None, store._json_ok is store._is_json, entries.C is None,"
+        " history.C is None)"
     )
-    for flag, expected in (("1", "True True"), ("0", "False False")):
+    for flag, expected in (("1", "True True True True"), ("0", "False False False False")):
         env = {**os.environ, "STENOGRAPH_PURE_PYTHON": flag}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         assert out.stdout.strip() == expected, out.stderr

@@ -324,5 +324,10 @@ def entry_from_record(record: dict[str, Any]) -> Entry:
     return entry
 
 
+def setup_twins(c: Any) -> None:
+    """Tell the C twins (``c``: ``stenograph._speedups``) what they build and read."""
+    c.entries_setup(Entry, new_uuid, _usage, _ALL_USAGE_KEYS, RESPONSE_META, SURELY_IN_RANGE)
+
+
 if C is not None:
-    C.entries_setup(Entry, new_uuid, _usage, _ALL_USAGE_KEYS, RESPONSE_META, SURELY_IN_RANGE)
+    setup_twins(C)

@@ -409,7 +409,10 @@ class History:
         start, ids = self._window_message, self._ids
         if not (self._changed or self.preamble or start or self._repeated_uses) and ids:
             return []  # every message was settled as it was placed (see ``_settle``)
-        pending, self._changed = self._changed, set()
+        pending = self._changed
+        # what lies before the window is not sent now: still to check if the window moves
+        # back over it (its problem would otherwise never be found)
+        self._changed = {i for i in pending if i < start} if start else set()
         changed = sorted({i - start for i in pending if i >= start} if start else pending)
         if self.preamble or start:
             head, ids, merged = self._head(ids[start:])
