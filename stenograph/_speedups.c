@@ -377,7 +377,8 @@ own_content(PyObject *run)
     return 1;
 }
 
-/* 1 when the entry can take the C path; 0 when not; -1 on an error */
+/* 2 when the entry can take the C path and has content to place, 1 when it can and has
+ * none; 0 when it cannot; -1 on an error */
 static int
 eligible(PyObject **h, PyObject **e, Py_ssize_t *index)
 {
@@ -407,9 +408,9 @@ eligible(PyObject **h, PyObject **e, Py_ssize_t *index)
         return 0;
     Py_ssize_t runs = PyList_GET_SIZE(h[H_RUNS]);
     if (runs == 0)
-        return 1;
+        return 2;
     int same = same_role(PyList_GET_ITEM(h[H_RUNS], runs - 1), e[E_ROLE]);
-    return same < 0 ? -1 : !same;
+    return same < 0 ? -1 : same ? 0 : 2;
 }
 
 static int
@@ -426,7 +427,7 @@ append_to(PyObject *sequence, Py_ssize_t value)
 
 /* entry.index, entries, by_uuid, the tool indexes and the tool call tally */
 static int
-add_indexed(PyObject *history, PyObject **h, PyObject *entry, PyObject **e, Py_ssize_t index)
+add_indexed(PyObject **h, PyObject *entry, PyObject **e, Py_ssize_t index)
 {
     PyObject *number = PyLong_FromSsize_t(index);
     if (number == NULL)
@@ -509,10 +510,10 @@ discard(PyObject *changed, Py_ssize_t message)
     return failed ? -1 : 0;
 }
 
-/* guard.answers_in_order(previous, message) for the message's tool_result ids: 1, 0, -1 */
+/* guard.answers_in_order(previous, message), given what it reads of previous (whether it
+ * is an assistant message, its tool_use ids) and the message's tool_result ids: 1, 0, -1 */
 static int
-answers_in_order(PyObject *previous, PyObject *previous_uses, int previous_assistant,
-                 PyObject *results)
+answers_in_order(PyObject *previous_uses, int previous_assistant, PyObject *results)
 {
     if (!previous_assistant)
         return 0;
@@ -543,7 +544,7 @@ settle(PyObject **h, PyObject **e, Py_ssize_t message)
     if (assistant < 0)
         goto done;
     if (PyTuple_GET_SIZE(results)) {
-        int answered = answers_in_order(previous, before, assistant, results);
+        int answered = answers_in_order(before, assistant, results);
         if (answered != 1) {
             outcome = answered;
             goto done;
@@ -602,9 +603,10 @@ history_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t index = 0;
     int ok = -1;
     if (attrs_of(history, history_keys, H_COUNT, h) == 0 &&
-        attrs_of(entry, entry_keys, E_COUNT, e) == 0 && (ok = eligible(h, e, &index)) == 1) {
-        ok = add_indexed(history, h, entry, e, index);
-        if (ok == 0 && PyObject_Length(e[E_CONTENT]) > 0)
+        attrs_of(entry, entry_keys, E_COUNT, e) == 0 && (ok = eligible(h, e, &index)) > 0) {
+        int placed = ok == 2;
+        ok = add_indexed(h, entry, e, index);
+        if (ok == 0 && placed)
             ok = place(history, h, entry, e);
         ok = ok < 0 ? -1 : 1;
     }
@@ -731,6 +733,16 @@ done:
     return out;
 }
 
+/* ``built or None``: an empty dict becomes None (NULL stays NULL) */
+static PyObject *
+or_none(PyObject *built)
+{
+    if (built == NULL || PyDict_GET_SIZE(built) > 0)
+        return built;
+    Py_DECREF(built);
+    return Py_NewRef(Py_None);
+}
+
 /* _usage of a plain dict whose counts are ints: the dict or None; NULL with no error when
  * unsure (another kind of number: the Python twin reads it) */
 static PyObject *
@@ -765,11 +777,7 @@ usage_of(PyObject *value)
             Py_CLEAR(usage);
     }
     Py_XDECREF(split);
-    if (usage != NULL && PyDict_GET_SIZE(usage) == 0) {
-        Py_DECREF(usage);
-        return Py_NewRef(Py_None);
-    }
-    return usage;
+    return or_none(usage);
 }
 
 /* the response's usage as _usage gives it (its twin called when unsure) */
@@ -801,11 +809,7 @@ response_meta(PyObject *data)
             (item != NULL && item != Py_None && PyDict_SetItem(meta, key, item) < 0))
             Py_CLEAR(meta);
     }
-    if (meta != NULL && PyDict_GET_SIZE(meta) == 0) {
-        Py_DECREF(meta);
-        return Py_NewRef(Py_None);
-    }
-    return meta;
+    return or_none(meta);
 }
 
 /* the response's uuid (NULL: none given, a new one is drawn) and timestamp (NULL: none
