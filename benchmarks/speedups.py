@@ -1,5 +1,6 @@
-"""The C twins of the entry path and of ``History.add`` (``stenograph._speedups``) beside
-their Python twins, in one process, round by round.
+"""The C twins of the entry path, of ``History.add`` and of an in-memory session's
+``Session._add`` (``stenograph._speedups``) beside their Python twins, in one process,
+round by round.
 
 * **functions**: the copy (``copy_json``), the JSON check (``check_entry``'s walk) and the
   block scan (``_content`` of copied blocks) of one call's two messages (the tool results
@@ -31,7 +32,7 @@ from benchlib.lanes import EntriesLane, FloorLane, Lane, SessionLane, interleave
 from benchlib.report import Log, cli, finish, machine, warm_tokenizer
 from benchlib.stats import Samples, balanced, fmt_us, ratio
 
-from stenograph.engine import entries, history, speedups, store
+from stenograph.engine import entries, history, session, speedups, store
 
 SIZES, QUICK_SIZES = (100, 3_000), (100,)
 CALLS, QUICK_CALLS = 300, 20
@@ -47,7 +48,7 @@ NOT_BUILT = (
 def use(compiled: bool) -> None:
     """Run the entry path on the C twins (``compiled``) or the Python ones."""
     assert speedups.C is not None
-    entries.C = history.C = speedups.C if compiled else None
+    entries.C = history.C = session.C = speedups.C if compiled else None
     store._json_ok = speedups.C.is_json if compiled else store._is_json
 
 

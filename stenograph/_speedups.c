@@ -292,6 +292,7 @@ done:
 
 static PyObject *entry_type; /* entries_setup(Entry, ...) */
 static PyObject *str_assistant, *str_append;
+static PyObject *str_user, *str_uuid, *str_timestamp, *str_usage, *str_cache_creation;
 
 enum { H_ENTRIES, H_BY_UUID, H_USE_ENTRY, H_RESULT_ENTRY, H_UNMEMORIZED, H_TOOL_CALLS,
        H_MESSAGES, H_IDS, H_USE_COUNTS, H_RUNS, H_MESSAGE_OF, H_CHANGED, H_COUNT };
@@ -589,17 +590,13 @@ place(PyObject *history, PyObject **h, PyObject *entry, PyObject **e)
     return message ? settle(h, e, message) : 0;
 }
 
-static PyObject *
-history_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* History.add in C: 1 done (*count: the entries now), 0 not its case, -1 an error */
+static int
+add_to_history(PyObject *history, PyObject *entry, Py_ssize_t *count)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "history_add(history, entry) takes 2 arguments");
-        return NULL;
-    }
-    PyObject *history = args[0], *entry = args[1];
     if (entry_type == NULL || (PyObject *)Py_TYPE(entry) != entry_type)
-        Py_RETURN_FALSE;
-    PyObject *h[H_COUNT], *e[E_COUNT], *out = NULL;
+        return 0;
+    PyObject *h[H_COUNT], *e[E_COUNT];
     Py_ssize_t index = 0;
     int ok = -1;
     if (attrs_of(history, history_keys, H_COUNT, h) == 0 &&
@@ -609,12 +606,108 @@ history_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (ok == 0 && placed)
             ok = place(history, h, entry, e);
         ok = ok < 0 ? -1 : 1;
+        *count = index + 1;
     }
-    if (ok >= 0)
-        out = Py_NewRef(ok ? Py_True : Py_False);
     release(h, H_COUNT);
     release(e, E_COUNT);
-    return out;
+    return ok;
+}
+
+static PyObject *
+history_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "history_add(history, entry) takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t count;
+    int ok = add_to_history(args[0], args[1], &count);
+    return ok < 0 ? NULL : Py_NewRef(ok ? Py_True : Py_False);
+}
+
+/* ---- Session._add of an in-memory session ---------------------------------------------
+ * session.Session._add of an entry that History.add takes in C, in a session with no store:
+ * the entry checked as store.check_entry checks it (its content, meta and uuid surely JSON,
+ * its timestamp a float surely in range), added, then _host_known, _uncounted and
+ * _last_response as _commit sets them. What is not surely its case is handed back (False)
+ * before anything changes: the Python twin checks it again and says what is wrong. */
+
+static PyObject *str_store, *str_history, *str_host_known, *str_uncounted;
+static PyObject *str_last_response, *str_meta;
+static double stamp_low, stamp_high; /* entries.SURELY_IN_RANGE */
+
+/* store.check_entry's fast path: 1 sure, 0 unsure, -1 an error */
+static int
+entry_json_ok(PyObject *entry)
+{
+    PyObject *keys[4] = {entry_keys[E_CONTENT], str_meta, entry_keys[E_UUID], str_timestamp};
+    PyObject *v[4];
+    int ok = -1;
+    if (attrs_of(entry, keys, 4, v) == 0 && (ok = is_json_value(v[0], 2)) == 1 &&
+        (v[1] == Py_None || (ok = is_json_value(v[1], 2)) == 1) &&
+        (ok = is_json_value(v[2], 2)) == 1 && v[3] != Py_None) {
+        double stamp = PyFloat_CheckExact(v[3]) ? PyFloat_AS_DOUBLE(v[3]) : NAN;
+        ok = stamp_low < stamp && stamp < stamp_high;
+    }
+    release(v, 4);
+    return ok;
+}
+
+/* _commit's bookkeeping after the entry was added */
+static int
+committed(PyObject *session, PyObject *entry, Py_ssize_t count)
+{
+    PyObject *known = PyLong_FromSsize_t(count);
+    int failed = known == NULL || PyObject_SetAttr(session, str_host_known, known) < 0;
+    Py_XDECREF(known);
+    PyObject *e[2] = {NULL, NULL}, *keys[2] = {entry_keys[E_CONTENT], entry_keys[E_ROLE]};
+    if (failed || attrs_of(entry, keys, 2, e) < 0) {
+        release(e, 2);
+        return -1;
+    }
+    int content = PyObject_IsTrue(e[0]);
+    failed = content < 0;
+    if (content > 0) {
+        PyObject *queue = PyObject_GetAttr(session, str_uncounted);
+        PyObject *done = queue == NULL ? NULL : PyObject_CallMethodOneArg(queue, str_append, entry);
+        failed = done == NULL;
+        Py_XDECREF(queue);
+        Py_XDECREF(done);
+    }
+    if (!failed && PyUnicode_Compare(e[1], str_assistant) == 0)
+        failed = PyObject_SetAttr(session, str_last_response, entry) < 0;
+    release(e, 2);
+    return failed ? -1 : 0;
+}
+
+static PyObject *
+session_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "session_add(session, entry) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *session = args[0], *entry = args[1];
+    if (entry_type == NULL || (PyObject *)Py_TYPE(entry) != entry_type)
+        Py_RETURN_FALSE;
+    PyObject *store = PyObject_GetAttr(session, str_store);
+    if (store == NULL)
+        return NULL;
+    Py_DECREF(store);
+    if (store != Py_None)
+        Py_RETURN_FALSE;
+    int ok = entry_json_ok(entry);
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_False);
+    PyObject *history = PyObject_GetAttr(session, str_history);
+    if (history == NULL)
+        return NULL;
+    Py_ssize_t count = 0;
+    ok = add_to_history(history, entry, &count);
+    Py_DECREF(history);
+    if (ok == 1 && committed(session, entry, count) < 0)
+        ok = -1;
+    return ok < 0 ? NULL : Py_NewRef(ok ? Py_True : Py_False);
 }
 
 /* ---- make_entry and response_entry, the common case -----------------------------------
@@ -626,8 +719,6 @@ history_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyObject *new_uuid_fn, *usage_fn, *usage_keys, *meta_keys; /* entries_setup */
 static PyObject *unsure_error, *refuse_fn, *minus_one;
-static double stamp_low, stamp_high; /* entries.SURELY_IN_RANGE */
-static PyObject *str_user, *str_uuid, *str_timestamp, *str_usage, *str_cache_creation;
 
 static PyObject *
 refuse(PyObject *module, PyObject *value)
@@ -916,6 +1007,8 @@ static PyMethodDef methods[] = {
      "scan_blocks(blocks): (tool_use ids, tool_result ids, plain), or None when unsure"},
     {"history_add", (PyCFunction)(void (*)(void))history_add, METH_FASTCALL,
      "history_add(history, entry): History.add done in C (True), or False: not its case"},
+    {"session_add", (PyCFunction)(void (*)(void))session_add, METH_FASTCALL,
+     "session_add(session, entry): Session._add done in C (True), or False: not its case"},
     {"make_entry", (PyCFunction)(void (*)(void))make_entry, METH_FASTCALL,
      "make_entry(message, now, owned): entries.make_entry, or None when not its case"},
     {"response_entry", (PyCFunction)(void (*)(void))response_entry, METH_FASTCALL,
@@ -949,7 +1042,10 @@ PyInit__speedups(void)
         intern(&str_content_problems, "content_problems") ||
         intern(&str_tool_use_ids, "tool_use_ids") || intern(&str_user, "user") ||
         intern(&str_uuid, "uuid") || intern(&str_timestamp, "timestamp") ||
-        intern(&str_usage, "usage") || intern(&str_cache_creation, "cache_creation"))
+        intern(&str_usage, "usage") || intern(&str_cache_creation, "cache_creation") ||
+        intern(&str_store, "_store") || intern(&str_history, "history") ||
+        intern(&str_host_known, "_host_known") || intern(&str_uncounted, "_uncounted") ||
+        intern(&str_last_response, "_last_response") || intern(&str_meta, "_meta"))
         return NULL;
     unsure_error = PyErr_NewException("stenograph._speedups.Unsure", NULL, NULL);
     refuse_fn = PyCFunction_New(&refuse_def, NULL);

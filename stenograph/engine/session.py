@@ -34,6 +34,7 @@ from .history import History
 from .hooks import SessionHooks
 from .notes import MAX_NOTES_CHARS
 from .request import Request, sole_messages
+from .speedups import C
 from .state import Stash
 from .store import JOURNAL_BYTES, check_entry, check_json, check_session_id, encode_record
 from .sync import HostMessages, Synced, plan
@@ -546,8 +547,10 @@ class Session:
     # internals -------------------------------------------------------------------------
 
     def _add(self, entry: Entry) -> None:
-        """All or nothing: checked and encoded, persisted, then added."""
-        self._commit(entry, self._check(entry, self.history.by_uuid))
+        """All or nothing: checked and encoded, persisted, then added; in C for an
+        in-memory session's entry as hosts append it (``C.session_add``)."""
+        if C is None or not C.session_add(self, entry):
+            self._commit(entry, self._check(entry, self.history.by_uuid))
 
     def _check(self, entry: Entry, known: Container[str]) -> tuple[dict[str, Any], bytes]:
         """The entry's journal record and line (no line in memory: only checked); an
