@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -79,6 +80,21 @@ def talk(session: stenograph.Session, rounds: int, words: int) -> None:
         session.append({"role": "user", "content": f"question {i} " + "word " * words})
         session.pre_call(model="m")
         session.post_sampling(text_reply(f"answer {i}"))
+
+
+def under_debug_allocator(code: str) -> str:
+    """What ``code`` prints, run in a new interpreter under the debug allocator (freed memory
+    poisoned, so a C twin's reference-count error shows) in development mode; it must exit
+    cleanly."""
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    out = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "ignore", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def run_cli(*args: str, cwd: Any = None, env: dict[str, str] | None = None):

@@ -8,11 +8,11 @@ case."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from typing import Any
 
 import pytest
+from helpers import under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -204,14 +204,7 @@ print(snapshot(ours) == snapshot(theirs), len(ours))
 
 def test_a_long_run_under_the_debug_allocator() -> None:
     """Refcount or memory errors in the C twin would show here (freed memory is poisoned)."""
-    code = DEBUG_RUN.format(tests=os.path.dirname(__file__))
-    env = {**os.environ, "PYTHONMALLOC": "debug"}
-    out = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "ignore", "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stderr
-    verdict, added = out.stdout.split()
+    verdict, added = under_debug_allocator(
+        DEBUG_RUN.format(tests=os.path.dirname(__file__))
+    ).split()
     assert verdict == "True" and int(added) > 1000

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -225,14 +225,7 @@ print(state(ours) == state(theirs), len(ours.history))
 
 def test_a_long_run_under_the_debug_allocator() -> None:
     """Refcount or memory errors in the C twin would show here (freed memory is poisoned)."""
-    code = DEBUG_RUN.format(tests=os.path.dirname(__file__))
-    env = {**os.environ, "PYTHONMALLOC": "debug"}
-    out = subprocess.run(
-        [sys.executable, "-X", "dev", "-W", "ignore", "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stderr
-    verdict, added = out.stdout.split()
+    verdict, added = under_debug_allocator(
+        DEBUG_RUN.format(tests=os.path.dirname(__file__))
+    ).split()
     assert verdict == "True" and int(added) > 1000
