@@ -710,6 +710,156 @@ session_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return ok < 0 ? NULL : Py_NewRef(ok ? Py_True : Py_False);
 }
 
+/* ---- the request list brought up to date ----------------------------------------------
+ * Session._request's messages in the common case: the session's last request, a plain dict
+ * held by the session alone, holds the RequestMessages list this session handed out, held
+ * by that request alone and untouched (request.sole_messages), and the history has nothing
+ * that list lacks but messages appended since: no preamble, the window at the start, none
+ * replaced, nothing pending for the guard, no repeated tool_use id (History.request_messages
+ * and the first test of History.request_problems). The messages appended since are put at
+ * the list's end and the list returned; anything else is None before any change, and the
+ * Python twin does it all. */
+
+static PyObject *request_messages_type; /* request_setup(RequestMessages, probe) */
+static Py_ssize_t alone_counts[2] = {-1, -1};
+static PyObject *str_last_request, *str_messages, *str_touched;
+
+enum { R_MESSAGES, R_START, R_HANDED, R_HANDED_START, R_PREAMBLE, R_REPLACED, R_CHANGED,
+       R_REPEATED, R_IDS, R_COUNT };
+static const char *request_names[R_COUNT] = {
+    "_messages", "_window_message", "_handed", "_handed_start", "preamble", "_replaced",
+    "_changed", "_repeated_uses", "_ids",
+};
+static PyObject *request_keys[R_COUNT];
+
+/* holder.last_request (a new reference) when a dict holding a list, the list (borrowed)
+ * and their reference counts as seen here; 0 when not, -1 on an error */
+static int
+last_messages(PyObject *holder, PyObject **request, PyObject **messages, Py_ssize_t *counts)
+{
+    *messages = NULL;
+    if ((*request = PyObject_GetAttr(holder, str_last_request)) == NULL)
+        return -1;
+    if (!PyDict_CheckExact(*request))
+        return 0;
+    *messages = PyDict_GetItemWithError(*request, str_messages);
+    if (*messages == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    counts[0] = Py_REFCNT(*request);
+    counts[1] = Py_REFCNT(*messages);
+    return 1;
+}
+
+static PyObject *
+request_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "request_setup(RequestMessages, probe) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *request, *messages;
+    Py_ssize_t counts[2];
+    int found = last_messages(args[1], &request, &messages, counts);
+    Py_XDECREF(request);
+    if (found < 0)
+        return NULL;
+    if (found == 0) {
+        PyErr_SetString(PyExc_TypeError, "the probe's last_request holds no messages");
+        return NULL;
+    }
+    Py_XSETREF(request_messages_type, Py_NewRef(args[0]));
+    alone_counts[0] = counts[0];
+    alone_counts[1] = counts[1];
+    Py_RETURN_NONE;
+}
+
+/* the messages alone (1), not (0), -1 on an error */
+static int
+sole(PyObject *messages, Py_ssize_t *counts)
+{
+    if ((PyObject *)Py_TYPE(messages) != request_messages_type || counts[0] != alone_counts[0] ||
+        counts[1] != alone_counts[1])
+        return 0;
+    PyObject *touched = PyObject_GetAttr(messages, str_touched);
+    if (touched == NULL)
+        return -1;
+    Py_DECREF(touched);
+    return touched == Py_False;
+}
+
+/* the history's state is the common case: 1, 0, -1 */
+static int
+up_to_date(PyObject **r, Py_ssize_t handed_out)
+{
+    if (!PyList_CheckExact(r[R_MESSAGES]) || !PyList_CheckExact(r[R_PREAMBLE]) ||
+        !PyList_CheckExact(r[R_IDS]) || !PySet_CheckExact(r[R_REPLACED]) ||
+        !PySet_CheckExact(r[R_CHANGED]))
+        return 0;
+    if (PyList_GET_SIZE(r[R_PREAMBLE]) || PySet_GET_SIZE(r[R_REPLACED]) ||
+        PySet_GET_SIZE(r[R_CHANGED]) || PyList_GET_SIZE(r[R_IDS]) == 0)
+        return 0;
+    PyObject *zeros[3] = {r[R_START], r[R_HANDED_START], r[R_REPEATED]};
+    for (int i = 0; i < 3; i++) {
+        if (!PyLong_CheckExact(zeros[i]))
+            return 0;
+        int zero = PyObject_Not(zeros[i]);
+        if (zero != 1)
+            return zero;
+    }
+    if (!PyLong_CheckExact(r[R_HANDED]))
+        return 0;
+    Py_ssize_t handed = PyLong_AsSsize_t(r[R_HANDED]);
+    if (handed == -1 && PyErr_Occurred())
+        return -1;
+    return handed == handed_out && handed <= PyList_GET_SIZE(r[R_MESSAGES]);
+}
+
+/* the messages appended since put at the list's end, _handed set: 0, -1 */
+static int
+bring_up_to_date(PyObject *history, PyObject **r, PyObject *messages)
+{
+    PyObject *all = r[R_MESSAGES];
+    for (Py_ssize_t i = PyList_GET_SIZE(messages); i < PyList_GET_SIZE(all); i++)
+        if (PyList_Append(messages, PyList_GET_ITEM(all, i)) < 0)
+            return -1;
+    PyObject *handed = PyLong_FromSsize_t(PyList_GET_SIZE(all));
+    int failed = handed == NULL || PyObject_SetAttr(history, request_keys[R_HANDED], handed) < 0;
+    Py_XDECREF(handed);
+    return failed ? -1 : 0;
+}
+
+static PyObject *
+request_reuse(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "request_reuse(session) takes 1 argument");
+        return NULL;
+    }
+#ifdef Py_GIL_DISABLED
+    Py_RETURN_NONE; /* reference counts say nothing there */
+#endif
+    PyObject *request, *messages, *history = NULL, *out = NULL;
+    Py_ssize_t counts[2];
+    int ok = request_messages_type == NULL ? 0 : last_messages(args[0], &request, &messages, counts);
+    if (request_messages_type == NULL)
+        request = NULL;
+    if (ok == 1)
+        ok = sole(messages, counts);
+    if (ok == 1 && (history = PyObject_GetAttr(args[0], str_history)) == NULL)
+        ok = -1;
+    PyObject *r[R_COUNT] = {NULL};
+    if (ok == 1 && (ok = attrs_of(history, request_keys, R_COUNT, r)) == 0)
+        ok = up_to_date(r, PyList_GET_SIZE(messages));
+    if (ok == 1 && (ok = bring_up_to_date(history, r, messages)) == 0)
+        out = Py_NewRef(messages);
+    if (ok == 0 && out == NULL)
+        out = Py_NewRef(Py_None);
+    release(r, R_COUNT);
+    Py_XDECREF(history);
+    Py_XDECREF(request);
+    return out;
+}
+
 /* ---- make_entry and response_entry, the common case -----------------------------------
  * entries.make_entry of a message holding a role and content alone, and
  * entries.response_entry of a response as a dict, whose uuid (if any) is a str and whose
@@ -1009,6 +1159,10 @@ static PyMethodDef methods[] = {
      "history_add(history, entry): History.add done in C (True), or False: not its case"},
     {"session_add", (PyCFunction)(void (*)(void))session_add, METH_FASTCALL,
      "session_add(session, entry): Session._add done in C (True), or False: not its case"},
+    {"request_setup", (PyCFunction)(void (*)(void))request_setup, METH_FASTCALL,
+     "request_setup(RequestMessages, probe): what request_reuse reads"},
+    {"request_reuse", (PyCFunction)(void (*)(void))request_reuse, METH_FASTCALL,
+     "request_reuse(session): the last request's list brought up to date, or None"},
     {"make_entry", (PyCFunction)(void (*)(void))make_entry, METH_FASTCALL,
      "make_entry(message, now, owned): entries.make_entry, or None when not its case"},
     {"response_entry", (PyCFunction)(void (*)(void))response_entry, METH_FASTCALL,
@@ -1045,7 +1199,9 @@ PyInit__speedups(void)
         intern(&str_usage, "usage") || intern(&str_cache_creation, "cache_creation") ||
         intern(&str_store, "_store") || intern(&str_history, "history") ||
         intern(&str_host_known, "_host_known") || intern(&str_uncounted, "_uncounted") ||
-        intern(&str_last_response, "_last_response") || intern(&str_meta, "_meta"))
+        intern(&str_last_response, "_last_response") || intern(&str_meta, "_meta") ||
+        intern(&str_last_request, "last_request") || intern(&str_messages, "messages") ||
+        intern(&str_touched, "touched"))
         return NULL;
     unsure_error = PyErr_NewException("stenograph._speedups.Unsure", NULL, NULL);
     refuse_fn = PyCFunction_New(&refuse_def, NULL);
@@ -1057,6 +1213,9 @@ PyInit__speedups(void)
             return NULL;
     for (int i = 0; i < E_COUNT; i++)
         if (intern(&entry_keys[i], entry_names[i]))
+            return NULL;
+    for (int i = 0; i < R_COUNT; i++)
+        if (intern(&request_keys[i], request_names[i]))
             return NULL;
     PyObject *ten = PyLong_FromLong(10), *power = PyLong_FromLong(4000);
     if (ten == NULL || power == NULL)

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,19 @@ def talk(session: stenograph.Session, rounds: int, words: int) -> None:
         session.append({"role": "user", "content": f"question {i} " + "word " * words})
         session.pre_call(model="m")
         session.post_sampling(text_reply(f"answer {i}"))
+
+
+@contextmanager
+def session_twins(compiled: Any) -> Iterator[None]:
+    """The session's C twins while the block runs: ``compiled`` (``stenograph._speedups``)
+    or None for the Python ones, whatever ``STENOGRAPH_PURE_PYTHON`` says."""
+    from stenograph.engine import session
+
+    saved, session.C = session.C, compiled
+    try:
+        yield
+    finally:
+        session.C = saved
 
 
 def under_debug_allocator(code: str) -> str:

@@ -11,18 +11,15 @@ import itertools
 import math
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import under_debug_allocator
+from helpers import session_twins, under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stenograph
-from stenograph.engine import session as session_module
 from stenograph.engine.entries import Entry, EntryError, make_entry, setup_twins
 
 try:
@@ -61,16 +58,6 @@ STEP = st.fixed_dictionaries(
 )
 
 
-@contextmanager
-def python_twin() -> Iterator[None]:
-    """``Session._add`` without its C twin while the block runs."""
-    saved, session_module.C = session_module.C, None
-    try:
-        yield
-    finally:
-        session_module.C = saved
-
-
 def entry_of(step: dict[str, Any]) -> Entry:
     """An entry as a host's message becomes one (content ``make_entry`` refuses is given
     afterwards), then given the step's stamp and meta."""
@@ -104,10 +91,7 @@ def add_both(ours: stenograph.Session, theirs: stenograph.Session, step: dict[st
     for session in (ours, theirs):
         entry = entry_of(step)
         try:
-            if session is theirs:
-                with python_twin():
-                    session._add(entry)
-            else:
+            with session_twins(None if session is theirs else C):
                 session._add(entry)
             outcomes.append("added")
         except EntryError as exc:
@@ -154,10 +138,7 @@ def test_the_host_api_takes_it() -> None:
     for message in conversation(6):
         for session in (ours, theirs):
             call = session.append if message["role"] == "user" else session.post_sampling
-            if session is theirs:
-                with python_twin():
-                    call(dict(message))
-            else:
+            with session_twins(None if session is theirs else C):
                 call(dict(message))
     assert [e.to_record() | {"uuid": ""} for e in ours.history] == [
         e.to_record() | {"uuid": ""} for e in theirs.history

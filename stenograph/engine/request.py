@@ -8,6 +8,8 @@ import sysconfig
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Required, TypedDict
 
+from .speedups import C
+
 if TYPE_CHECKING:  # the SDK is not loaded for this module at run time
     from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 
@@ -92,6 +94,18 @@ def _alone() -> tuple[int, int] | None:
 
 
 _ALONE = _alone()
+
+
+def setup_twin(c: Any) -> None:
+    """Tell the C twin of the request list's update (``c.request_reuse``) which type the
+    list is and what references it sees for a request held by one attribute alone."""
+    holder = _Holder()
+    holder.last_request = {"messages": RequestMessages()}
+    c.request_setup(RequestMessages, holder)
+
+
+if C is not None and _ALONE is not None:
+    setup_twin(C)
 
 
 def sole_messages(request: dict[str, Any]) -> RequestMessages | None:

@@ -627,6 +627,11 @@ class Session:
             request["system"] = call.system
         if call.tools is not None:
             request["tools"] = call.tools
+        reused = None if C is None else C.request_reuse(self)  # the common case, in C
+        if reused is not None:
+            request["messages"] = reused
+            request.update(call.extra)
+            return request
         previous = None if self.last_request is None else sole_messages(self.last_request)
         request["messages"] = self.history.request_messages(previous)
         request.update(call.extra)
