@@ -1,6 +1,6 @@
-"""The C twins of the entry path, of ``History.add`` and of an in-memory session's
-``Session._add`` (``stenograph._speedups``) beside their Python twins, in one process,
-round by round.
+"""The C twins of the entry path, of ``History.add``, of an in-memory session's
+``Session._add`` and of the request list's update (``stenograph._speedups``) beside their
+Python twins, in one process, round by round.
 
 * **functions**: the copy (``copy_json``), the JSON check (``check_entry``'s walk) and the
   block scan (``_content`` of copied blocks) of one call's two messages (the tool results
