@@ -628,14 +628,13 @@ class Session:
         if call.tools is not None:
             request["tools"] = call.tools
         reused = None if C is None else C.request_reuse(self)  # the common case, in C
-        if reused is not None:
-            request["messages"] = reused
-            request.update(call.extra)
-            return request
-        previous = None if self.last_request is None else sole_messages(self.last_request)
-        request["messages"] = self.history.request_messages(previous)
+        if reused is None:
+            previous = None if self.last_request is None else sole_messages(self.last_request)
+            request["messages"] = self.history.request_messages(previous)
+        else:
+            request["messages"] = reused  # and the guard has nothing to check
         request.update(call.extra)
-        problems = self.history.request_problems()
+        problems = [] if reused is not None else self.history.request_problems()
         if problems:
             self.record(RequestViolation(time=call.now, problems=tuple(problems)))
             log.error("session %s: the API would reject the request: %s", self.id, problems)
