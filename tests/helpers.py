@@ -84,6 +84,26 @@ def talk(session: stenograph.Session, rounds: int, words: int) -> None:
         session.post_sampling(text_reply(f"answer {i}"))
 
 
+def compiled_twins() -> Any:
+    """``stenograph._speedups``, its twins set up as at import (also when
+    ``STENOGRAPH_PURE_PYTHON=1`` turned them off); the calling test module is skipped when
+    the install built no C module (no compiler), or fails under ``STENOGRAPH_REQUIRE_EXTRAS=1``."""
+    import pytest
+
+    from stenograph.engine import entries, request
+
+    try:
+        from stenograph import _speedups
+    except ImportError as exc:
+        if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
+            raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
+        pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
+    entries.setup_twins(_speedups)
+    if request._ALONE is not None:
+        request.setup_twin(_speedups)
+    return _speedups
+
+
 @contextmanager
 def session_twins(compiled: Any) -> Iterator[None]:
     """The session's C twins while the block runs: ``compiled`` (``stenograph._speedups``)

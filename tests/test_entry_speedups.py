@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import pytest
+from helpers import compiled_twins
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_speedups import BLOCKS, VALUES, MyDict, MyStr, same_shape
@@ -22,13 +23,7 @@ from test_speedups import BLOCKS, VALUES, MyDict, MyStr, same_shape
 import stenograph
 from stenograph.engine import entries
 
-try:
-    from stenograph import _speedups as C
-except ImportError as exc:  # the install found no C compiler
-    if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
-        raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
-    pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
-entries.setup_twins(C)  # as at import, also when STENOGRAPH_PURE_PYTHON=1 turned them off
+C = compiled_twins()
 
 DRAWN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 CONTENT = st.one_of(BLOCKS, VALUES, st.sampled_from(["", " ", "text", None]))

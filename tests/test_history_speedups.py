@@ -11,21 +11,14 @@ import os
 import sys
 from typing import Any
 
-import pytest
-from helpers import under_debug_allocator
+from helpers import compiled_twins, under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stenograph.engine.entries import Entry, make_entry, setup_twins
+from stenograph.engine.entries import Entry, make_entry
 from stenograph.engine.history import History
 
-try:
-    from stenograph import _speedups as C
-except ImportError as exc:  # the install found no C compiler
-    if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
-        raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
-    pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
-setup_twins(C)  # as at import, also when STENOGRAPH_PURE_PYTHON=1 turned them off
+C = compiled_twins()
 
 IDS = st.sampled_from(["t1", "t2", "t3", "t4"])
 BLOCK = st.one_of(

@@ -9,26 +9,18 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 from typing import Any
 
 import pytest
-from helpers import session_twins, under_debug_allocator
+from helpers import compiled_twins, session_twins, under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stenograph
 from stenograph.engine import session as session_module
-from stenograph.engine.request import RequestMessages, setup_twin
+from stenograph.engine.request import RequestMessages
 
-try:
-    from stenograph import _speedups as C
-except ImportError as exc:  # the install found no C compiler
-    if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
-        raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
-    pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
-if sys.implementation.name == "cpython":
-    setup_twin(C)  # as at import, also when STENOGRAPH_PURE_PYTHON=1 turned it off
+C = compiled_twins()
 
 ENGINE = stenograph.Engine.from_preset("inactivity-only")
 IDS = itertools.count()

@@ -14,24 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from helpers import session_twins, under_debug_allocator
+from helpers import compiled_twins, session_twins, under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_history_speedups import BLOCK, conversation, snapshot
 
 import stenograph
-from stenograph.engine.entries import Entry, EntryError, make_entry, setup_twins
+from stenograph.engine.entries import Entry, EntryError, make_entry
 
-try:
-    from stenograph import _speedups as C
-except ImportError as exc:  # the install found no C compiler
-    if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
-        raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
-    pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
-setup_twins(C)  # as at import, also when STENOGRAPH_PURE_PYTHON=1 turned them off
+C = compiled_twins()
 
-sys.path.insert(0, os.path.dirname(__file__))
-from test_history_speedups import BLOCK, conversation, snapshot  # noqa: E402
 
 ENGINE = stenograph.Engine.from_preset("inactivity-only")
 IDS = itertools.count()

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
-from helpers import under_debug_allocator
+from helpers import compiled_twins, under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -19,12 +19,7 @@ from pydantic import BaseModel
 import stenograph
 from stenograph.engine import entries, store
 
-try:
-    from stenograph import _speedups as C
-except ImportError as exc:  # the install found no C compiler
-    if os.environ.get("STENOGRAPH_REQUIRE_EXTRAS") == "1":
-        raise AssertionError(f"stenograph._speedups is not built: {exc}") from exc
-    pytest.skip(f"stenograph._speedups is not built: {exc}", allow_module_level=True)
+C = compiled_twins()
 
 
 class Block(BaseModel):
