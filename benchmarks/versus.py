@@ -16,6 +16,7 @@ against itself, ``--json`` for machine-readable results). See ``benchmarks/READM
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 import subprocess
@@ -101,7 +102,12 @@ def run_size(rev: ModuleType, args: Any, size: int, scratch: Path, log: Log) -> 
         FloorLane("floor", size, histories),
         *(
             SessionLane(
-                name, size, histories, engine=engine(pkg, args.preset, scratch), pause=args.pause
+                name,
+                size,
+                histories,
+                engine=engine(pkg, args.preset, scratch),
+                pause=args.pause,
+                hold=args.hold,
             )
             for name, pkg in ours.items()
         ),
@@ -120,7 +126,8 @@ def report(results: dict[str, Any]) -> None:
     """The medians and the ratios, per size."""
     twins = results["twins"]
     print(
-        f"\n{results['preset']}: {results['rev']} (rev) beside this checkout (this), median / p90"
+        f"\n{results['preset']}{', requests held' if results['hold'] else ''}:"
+        f" {results['rev']} (rev) beside this checkout (this), median / p90"
         f" (twins of the entry path: rev {twins['rev']}, this {twins['this']})"
     )
     for size, row in results["sizes"].items():
@@ -135,17 +142,41 @@ def report(results: dict[str, Any]) -> None:
         )
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    """``--sizes``: entries, comma-separated, each at least 10."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 10:
+        raise argparse.ArgumentTypeError(
+            f"--sizes {text!r}: expected entries >= 10, e.g. 100,10000"
+        )
+    return sizes
+
+
 def main() -> int:
     """Export the revision, run every size, print the report."""
     options = parser(__doc__)
     options.add_argument("--rev", default="HEAD", help="the git revision to compare with")
     options.add_argument("--preset", default="default", help="a shipped preset, or 'none'")
     options.add_argument("--pause", type=float, default=0.0, help="idle seconds before timing")
+    options.add_argument(
+        "--hold", action="store_true", help="each lane holds its request until the next pre_call"
+    )
+    options.add_argument(
+        "--sizes", type=_sizes, default=SIZES, help="entries, comma-separated (100,1000,3000)"
+    )
     args = options.parse_args()
     if args.quick:
         args.rev = "HEAD"
     log = Log()
-    results: dict[str, Any] = {"machine": machine(), "rev": args.rev, "preset": args.preset}
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "rev": args.rev,
+        "preset": args.preset,
+        "hold": args.hold,
+    }
     with tempfile.TemporaryDirectory(prefix="stenograph-versus-") as tmp:
         try:
             rev = export(args.rev, Path(tmp) / "src")
@@ -156,7 +187,7 @@ def main() -> int:
         results["twins"] = {"rev": twins(rev), "this": twins(stenograph)}
         results["tiktoken_load_ms"] = warm_tokenizer()
         importlib.import_module(f"{RENAMED}.engine.tokens").count_tiktoken("warm up")
-        sizes = QUICK_SIZES if args.quick else SIZES
+        sizes = QUICK_SIZES if args.quick else args.sizes
         results["sizes"] = {str(n): run_size(rev, args, n, Path(tmp), log) for n in sizes}
     results["wall_seconds"] = round(log.elapsed(), 1)
     return finish(results, args.json, report)

@@ -391,7 +391,9 @@ class History:
             or len(reuse) != handed - start
             or len(replaced) * 4 > len(reuse)
         ):
-            fresh = RequestMessages(self.messages())
+            # the usual case copies the list once (``messages()`` would copy it twice)
+            whole = not (self.preamble or start)
+            fresh = RequestMessages(messages if whole else self.messages())
             self._handed, self._handed_start = len(messages), -1 if self.preamble else start
             return fresh
         for index in replaced:
