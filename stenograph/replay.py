@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,11 @@ class ReplayReport:
 
     def to_json(self, decisions: bool = False) -> dict[str, Any]:
         """A JSON-safe dict (the per-call ``decisions`` only when asked for)."""
-        data = {k: v for k, v in asdict(self).items() if k != "ledger"}
+        # field by field: ``asdict`` would deep-copy the ledger too, every call's two
+        # requests (quadratic in the calls), only to drop it
+        data = {
+            f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "ledger"
+        }
         if not decisions:
             del data["decisions"]
         data["lost"], data["exit_status"] = self.lost, self.exit_status

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..engine.caching import TTL_SECONDS
 from .prices import PriceTable
@@ -83,32 +84,35 @@ class CallCost:
 
 @dataclass
 class PromptCache:
-    """The cache of one account: entries by (model, prefix hash) with their expiry."""
+    """The cache of one account: entries by prefix hash (the model's name starts each
+    chain) with their expiry and TTL."""
 
     prices: PriceTable
-    entries: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    entries: dict[bytes, tuple[float, float]] = field(default_factory=dict)
+    _chains: dict[str, Chains] = field(default_factory=dict, repr=False)
 
     def keep_warm(self, request: Request) -> None:
         """Cache the prelude of ``request`` for good (kept warm from outside)."""
         if request.prelude:
-            hashes, _ = _prefixes(request.segments[: request.prelude])
-            self.entries[(request.model, hashes[-1])] = (float("inf"), float("inf"))
+            hashes, _ = self._prefixes(request.model, request.segments[: request.prelude])
+            self.entries[hashes[-1]] = (float("inf"), float("inf"))
 
     def send(self, request: Request, index: int = 0) -> CallCost:
         """Process ``request``: what it reads, writes and pays; the cache is updated."""
-        hashes, ends = _prefixes(request.segments)
+        hashes, ends = self._prefixes(request.model, request.segments)
         price = self.prices.for_model(request.model)
-        read_at = self._longest_hit(request, hashes)
+        marks = [i for i, s in enumerate(request.segments) if s.breakpoint is not None]
+        read_at = self._longest_hit(request.time, marks, hashes)
         if read_at >= 0:
-            self._refresh(request, hashes, read_at)
+            self._refresh(request.time, hashes[: read_at + 1])
         read = ends[read_at] if read_at >= 0 else 0
         written_5m = written_1h = read
-        for i, segment in enumerate(request.segments):
-            ttl = segment.breakpoint
+        for i in marks:
+            ttl = request.segments[i].breakpoint
             if ttl is None or i <= read_at or ends[i] < price.min_cacheable_tokens:
                 continue
             seconds = TTL_SECONDS[ttl]
-            self.entries[(request.model, hashes[i])] = (request.time + seconds, seconds)
+            self.entries[hashes[i]] = (request.time + seconds, seconds)
             if ttl == "1h":
                 written_1h = ends[i]
             written_5m = ends[i]
@@ -128,43 +132,86 @@ class PromptCache:
         )
         return call
 
-    def _alive(self, model: str, digest: str, now: float) -> bool:
-        entry = self.entries.get((model, digest))
+    def _prefixes(self, model: str, segments: tuple[Segment, ...]) -> tuple[list[bytes], list[int]]:
+        chains = self._chains.get(model) or self._chains.setdefault(model, Chains(model))
+        return chains.of(segments)
+
+    def _alive(self, digest: bytes, now: float) -> bool:
+        entry = self.entries.get(digest)
         return entry is not None and entry[0] >= now
 
-    def _longest_hit(self, request: Request, hashes: list[str]) -> int:
-        """Index of the last segment of the longest live prefix reachable from a breakpoint."""
+    def _longest_hit(self, now: float, marks: list[int], hashes: list[bytes]) -> int:
+        """Index of the last segment of the longest live prefix reachable from a breakpoint
+        (``marks``: the indexes of the segments carrying one)."""
         best = -1
-        for i, segment in enumerate(request.segments):
-            if segment.breakpoint is None:
-                continue
+        for i in marks:
             for j in range(i, max(best, i - LOOKBACK), -1):
-                if self._alive(request.model, hashes[j], request.time):
+                if self._alive(hashes[j], now):
                     best = j
                     break
         return best
 
-    def _refresh(self, request: Request, hashes: list[str], upto: int) -> None:
-        for j in range(upto + 1):
-            key = (request.model, hashes[j])
-            entry = self.entries.get(key)
-            if entry is not None and entry[0] >= request.time:
-                self.entries[key] = (request.time + entry[1], entry[1])
+    def _refresh(self, now: float, hashes: list[bytes]) -> None:
+        """A hit at ``now`` refreshes every live entry on the prefix ``hashes``."""
+        entries = self.entries
+        for key in entries.keys() & hashes:
+            expiry, seconds = entries[key]
+            if expiry >= now:
+                entries[key] = (now + seconds, seconds)
 
 
-def _prefixes(segments: tuple[Segment, ...]) -> tuple[list[str], list[int]]:
-    """The chained hash and the cumulative token count at the end of every segment."""
-    hashes: list[str] = []
-    ends: list[int] = []
-    digest = hashlib.blake2b(digest_size=16)
-    total = 0
-    for segment in segments:
-        digest.update(segment.key.encode())
-        digest.update(b"\0")
-        hashes.append(digest.copy().hexdigest())
-        total += segment.tokens
-        ends.append(total)
-    return hashes, ends
+class Chains:
+    """The chained hash and the cumulative token count at the end of every segment of a
+    request, for one model: a request sharing its first segments with one of the last two
+    (each call's request extends the one before, a fork's starts as its main call's) takes
+    their figures over and computes the rest."""
+
+    KEPT = 2
+
+    def __init__(self, model: str) -> None:
+        self.seed = model.encode()
+        self.recent: list[tuple[list[Segment], list[bytes], list[int]]] = []
+
+    def of(self, segments: tuple[Segment, ...]) -> tuple[list[bytes], list[int]]:
+        """(hashes, ends) of ``segments``: the hash of each prefix, its tokens."""
+        given = list(segments)
+        shared, hashes, ends = 0, [], []
+        for known, known_hashes, known_ends in self.recent:
+            length = common_prefix(known, given)
+            if length > shared:
+                shared, hashes, ends = length, known_hashes[:length], known_ends[:length]
+        digest = hashes[-1] if hashes else self.seed
+        total = ends[-1] if ends else 0
+        blake2b = hashlib.blake2b
+        for segment in given[shared:]:
+            digest = blake2b(digest + segment.key.encode(), digest_size=16).digest()
+            hashes.append(digest)
+            total += segment.tokens
+            ends.append(total)
+        self.recent = [(given, hashes, ends), *self.recent[: self.KEPT - 1]]
+        return hashes, ends
+
+
+def common_prefix(known: list[Any], given: list[Any]) -> int:
+    """How many first items ``given`` shares with ``known``, comparing list slices (their
+    shared items compare by identity, in C): the whole of the shorter, else searched back
+    from its end, where a request that extends another first differs."""
+    size = min(len(known), len(given))
+    if known[:size] == given[:size]:
+        return size
+    low, high, step = 0, size, 1  # known[:low] == given[:low] and known[:high] != given[:high]
+    while high - step > low:
+        if known[: high - step] == given[: high - step]:
+            low = high - step
+            break
+        high, step = high - step, step * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if known[:middle] == given[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def simulate(

@@ -102,7 +102,7 @@ class Ledger:
                 c.model,
                 s,
                 (c.usage or {}).get("output_tokens", 0),
-                prelude=sum(1 for block in b if block.prelude),
+                prelude=next((i for i, block in enumerate(b) if not block.prelude), len(b)),
             )
             for c, b, s in zip(self.calls, blocks, sizes, strict=True)
         ]

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..engine.caching import cache_ttl
 from ..engine.tokens import content_tokens, count_tiktoken
-from .cache import Segment
+from .cache import Segment, common_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +29,17 @@ class Segmenter:
     """Splits requests into blocks. Without any ``cache_control`` in a request, breakpoints
     are assumed where Claude Code puts them (``assume``): the system prompt and the last
     two messages, at ``ttl``; a top-level ``cache_control`` marks the last message.
-    Digests and estimates are cached per block object."""
+    Digests and estimates are cached per block object, each message's blocks per message
+    object, and a request whose first messages are the last request's takes their blocks
+    over (a replay's requests each extend the one before): a request's messages and their
+    content are read as unchanged once seen (a request changes them by new objects)."""
 
     ttl: str = "5m"
     assume: bool = True
     _seen: dict[int, tuple[Any, str, int]] = field(default_factory=dict, repr=False)
+    _messages: dict[int, _Message] = field(default_factory=dict, repr=False)
+    _marked: dict[tuple[Block, str], Block] = field(default_factory=dict, repr=False)
+    _last: _Messages | None = field(default=None, repr=False)
 
     def blocks(self, request: dict[str, Any]) -> list[Block]:
         """The request's blocks in cache-key order: tools, system, messages."""
@@ -43,14 +49,12 @@ class Segmenter:
         system = request.get("system")
         for item in [system] if isinstance(system, str) else system or []:
             out.append(self._block("system", item, True))
-        ends = [len(out) - 1]  # where the system prompt and then each message end
-        for index, message in enumerate(request.get("messages") or []):
-            content = message.get("content")
-            items = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            for item in items or []:
-                out.append(self._block(f"{index}:{message.get('role')}", item, False))
-            ends.append(len(out) - 1)
-        if any(b.breakpoint for b in out):
+        prelude = len(out)
+        ends = [prelude - 1]  # where the system prompt and then each message end
+        messages = self._messages_of(list(request.get("messages") or []))
+        out += messages.blocks
+        ends += [prelude + end - 1 for end in messages.ends[-2:]]
+        if messages.marked or any(b.breakpoint for b in out[:prelude]):
             return out
         ttl = cache_ttl(request.get("cache_control"))
         if ttl is not None:
@@ -60,8 +64,49 @@ class Segmenter:
         else:
             return out
         for i in {m for m in marks if m >= 0}:
-            out[i] = Block(out[i].key, out[i].estimate, ttl, out[i].prelude)
+            out[i] = self._mark(out[i], ttl)
         return out
+
+    def _messages_of(self, messages: list[dict[str, Any]]) -> _Messages:
+        """The blocks of ``messages``, those of the first ones shared with the last
+        request's taken over."""
+        last = self._last
+        shared = common_prefix(last.messages, messages) if last is not None else 0
+        if last is not None and shared:
+            end = last.ends[shared - 1]
+            blocks, ends = last.blocks[:end], last.ends[:shared]
+            marked = last.marked_upto[:shared]
+        else:
+            blocks, ends, marked = [], [], []
+        for index in range(shared, len(messages)):
+            own = self._message(index, messages[index])
+            blocks += own.blocks
+            ends.append(len(blocks))
+            marked.append(own.marked or bool(marked and marked[-1]))
+        self._last = _Messages(messages, blocks, ends, marked)
+        return self._last
+
+    def _message(self, index: int, message: dict[str, Any]) -> _Message:
+        """The blocks of one message at ``index`` (cached per message object)."""
+        cached = self._messages.get(id(message))
+        if cached is not None and cached.message is message and cached.index == index:
+            return cached
+        content = message.get("content")
+        items = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        where = f"{index}:{message.get('role')}"
+        blocks = [self._block(where, item, False) for item in items or []]
+        made = _Message(message, index, blocks, any(b.breakpoint for b in blocks))
+        self._messages[id(message)] = made
+        return made
+
+    def _mark(self, block: Block, ttl: str) -> Block:
+        """``block`` with a breakpoint at ``ttl`` (one object per block and TTL)."""
+        marked = self._marked.get((block, ttl))
+        if marked is None:
+            marked = self._marked[(block, ttl)] = Block(
+                block.key, block.estimate, ttl, block.prelude
+            )
+        return marked
 
     def _block(self, where: str, item: Any, prelude: bool) -> Block:
         cached = self._seen.get(id(item))
@@ -81,6 +126,32 @@ class Segmenter:
 
 
 @dataclass
+class _Message:
+    """One message's blocks at ``index``, and whether one carries a breakpoint."""
+
+    message: dict[str, Any]
+    index: int
+    blocks: list[Block]
+    marked: bool
+
+
+@dataclass
+class _Messages:
+    """The blocks of a request's messages: where each message's end (exclusive), and
+    whether a message up to each carries a breakpoint of its own."""
+
+    messages: list[dict[str, Any]]
+    blocks: list[Block]
+    ends: list[int]
+    marked_upto: list[bool]
+
+    @property
+    def marked(self) -> bool:
+        """Whether any message carries a breakpoint of its own."""
+        return bool(self.marked_upto and self.marked_upto[-1])
+
+
+@dataclass
 class Sizer:
     """Gives every block a size. "As recorded", a call's recorded total input fixes the
     size of the blocks it is the first to send (the prelude takes up what the estimates of
@@ -91,6 +162,7 @@ class Sizer:
     sizes: dict[str, int] = field(default_factory=dict)
     recorded: int = 0
     estimated: int = 0
+    _last: _Sized | None = field(default=None, repr=False)
 
     @property
     def ratio(self) -> float:
@@ -101,16 +173,28 @@ class Sizer:
         self, blocks: list[Block], total: int | None = None, prelude: int | None = None
     ) -> tuple[Segment, ...]:
         """``blocks`` as sized segments: sizes of new blocks learned when ``total`` is given
-        (the prelude's being ``prelude`` tokens when known)."""
-        new = [b for b in blocks if _content_key(b) not in self.sizes]
+        (the prelude's being ``prelude`` tokens when known). The first blocks shared with
+        the last call's are its segments (a block, once sized, keeps its size)."""
+        last, sizes = self._last, self.sizes
+        shared = common_prefix(last.blocks, blocks) if last is not None else 0
+        head, tokens = (last.segments[:shared], last.tokens[:shared]) if last else ((), [])
+        tail = blocks[shared:]
+        new = [b for b in tail if _content_key(b) not in sizes]
         if new:
-            self._learn(new, blocks, total, prelude)
-        return tuple(Segment(b.key, self.sizes[_content_key(b)], b.breakpoint) for b in blocks)
+            known = sum(sizes.get(_content_key(b), 0) for b in tail)
+            self._learn(new, (tokens[-1] if tokens else 0) + known, total, prelude)
+        made = tuple(Segment(b.key, sizes[_content_key(b)], b.breakpoint) for b in tail)
+        running = tokens[-1] if tokens else 0
+        for segment in made:
+            running += segment.tokens
+            tokens.append(running)
+        self._last = _Sized(list(blocks), head + made, tokens)
+        return self._last.segments
 
     def _learn(
-        self, new: list[Block], blocks: list[Block], total: int | None, known_prelude: int | None
+        self, new: list[Block], known: int, total: int | None, known_prelude: int | None
     ) -> None:
-        known = sum(self.sizes.get(_content_key(b), 0) for b in blocks)
+        """Size the ``new`` blocks of a call whose other blocks hold ``known`` tokens."""
         room = (total - known) if total is not None else None
         prelude = [b for b in new if b.prelude]
         others = [b for b in new if not b.prelude]
@@ -130,6 +214,15 @@ class Sizer:
                 self.sizes[_content_key(b)] = size
             self.recorded += room
             self.estimated += estimate
+
+
+@dataclass
+class _Sized:
+    """A call's blocks, their segments and the tokens up to the end of each."""
+
+    blocks: list[Block]
+    segments: tuple[Segment, ...]
+    tokens: list[int]
 
 
 def _content_key(block: Block) -> str:
