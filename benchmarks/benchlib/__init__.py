@@ -1,6 +1,7 @@
 """The benchmarks' shared parts (not a benchmark): the synthetic history (``history``), timings
 (``stats``), engines (``engines``), lanes and the interleaved runner (``lanes``), real
-transcripts (``transcripts``), the command line and output (``report``).
+transcripts (``transcripts``), the command line and output (``report``), another git revision
+beside this checkout (``revision``).
 
 Importing it puts this checkout first on ``sys.path``, so the scripts measure it however
 stenograph is installed.

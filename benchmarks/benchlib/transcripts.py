@@ -99,3 +99,34 @@ def no_transcripts_note() -> str:
         f"note: {TRANSCRIPTS} is absent; using synthetic sessions instead of real ones"
         " (figures are not comparable with the README's)"
     )
+
+
+def repeated_demo(calls: int, path: Path) -> Path:
+    """A Claude Code JSONL file at ``path`` of about ``calls`` model calls: the demo's turns
+    (after its ``/clear``) again and again, as one long session. Each repetition gets fresh
+    uuids, message and tool ids, and comes a minute after the one before, keeping the demo's
+    own gaps (its seven-minute pause included, so memorize acts in every repetition)."""
+    import json
+    import re
+    from datetime import datetime, timedelta
+
+    records = [json.loads(line) for line in DEMO.read_text("utf-8").splitlines()[1:]]
+    times = [datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")) for r in records]
+    span = times[-1] - times[0] + timedelta(minutes=1)
+    per_round = len({r["message"]["id"] for r in records if r["type"] == "assistant"})
+    lines, parent = [], None
+    ids = re.compile(r'"((?:toolu|msg)_[A-Za-z0-9]+)"')
+    for round_index in range((calls + per_round - 1) // per_round):
+        suffix = f'r{round_index}"'
+        for record, moment in zip(records, times, strict=True):
+            text = ids.sub(lambda m, end=suffix: f'"{m.group(1)}{end}', json.dumps(record))
+            copy = json.loads(text)
+            copy["uuid"] = f"{round_index:08x}-{record['uuid'][9:]}"
+            copy["parentUuid"], parent = parent, copy["uuid"]
+            stamp = moment + span * round_index
+            copy["timestamp"] = (
+                stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+            )
+            lines.append(json.dumps(copy))
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path

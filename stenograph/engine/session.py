@@ -161,8 +161,12 @@ class Session:
             return
         with self._lock:
             if self._lease is not None:
-                if renew or time.monotonic() - self._lease_at > self.lease_seconds / 2:
-                    self._renew()  # at pre-call, and after a long model call
+                # at pre-call (``renew``), a lease older than a sixth of its time, so that the
+                # model call starts with most of it (one taken by this call's input is not
+                # written again); at any step, one past half its time (after a long call)
+                limit = self.lease_seconds / (6 if renew else 2)
+                if time.monotonic() - self._lease_at > limit:
+                    self._renew()
                 return
             from ..stores.base import CALL, acquire_wait
 
