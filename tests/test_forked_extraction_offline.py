@@ -228,19 +228,25 @@ def test_prompt_names_the_path_the_notes_and_the_largest_sections_when_over_budg
     assert "{{" not in prompt
 
 
-def test_an_offline_notes_request_copies_nothing_of_the_history_on_the_call_path(tmp_path):
+def test_an_offline_notes_request_copies_nothing_of_the_history_on_the_call_path(
+    tmp_path, monkeypatch
+):
     from helpers import open_session, run_tool_calls
+
+    import stenograph.engine.history as history_module
 
     eager = {"minimum_message_tokens_to_init": 1, "minimum_tokens_between_update": 1}
     overrides = {"forked-extraction": {"backend": "offline"}, "update-threshold": eager}
     session, clock = open_session("default", state_dir=tmp_path, overrides=overrides)
-    copies = []
+    copies, lists = [], []
     messages = session.history.messages
     session.history.messages = lambda: (copies.append(1), messages())[1]  # type: ignore[method-assign]
+    made = history_module.RequestMessages
+    monkeypatch.setattr(history_module, "RequestMessages", lambda m: (lists.append(1), made(m))[1])
     run_tool_calls(session, clock, 4)
     assert session.wait_for_background()
     started = [e for e in session.events if isinstance(e, stenograph.ExtractionStarted)]
     # the first request's list alone: the later requests bring it up to date (the host let
     # each go), and no notes job copies the history
-    assert started and len(copies) == 1
+    assert started and len(lists) == 1 and not copies
     assert "Read" in session.notes_at(started[-1].path).read()[0]
