@@ -213,3 +213,32 @@ def test_a_commit_refused_by_fencing_leaves_nothing_behind(engine, store_url):
     assert [e.content for e in slow.history] == ["first question"]
     other.close()
     slow.close()
+
+
+def _counting_takes(session: stenograph.Session) -> list[str]:
+    takes: list[str] = []
+    storage = session.storage
+    assert storage is not None
+    take = storage.acquire
+    storage.acquire = lambda kind, owner, seconds: (takes.append(kind), take(kind, owner, seconds))[
+        1
+    ]  # type: ignore[method-assign]
+    return takes
+
+
+def test_pre_call_extends_a_lease_only_once_it_has_aged(engine, tmp_path):
+    """The lease the call's input took moments before is not written again at pre-call;
+    one older than a sixth of ``lease_seconds`` is, so the model call starts with most of
+    it."""
+    session = engine.open_session("aged", state_dir=tmp_path, lease_seconds=KEPT)
+    takes = _counting_takes(session)
+    session.append({"role": "user", "content": "write the report"})
+    session.pre_call(model="m")
+    assert takes == ["call"]  # taken by the input, not extended at once
+    session.post_sampling({"role": "assistant", "content": "done"})
+    session.append({"role": "user", "content": "and the summary"})
+    time.sleep(KEPT / 6 + 0.05)
+    session.pre_call(model="m")
+    assert takes == ["call", "call", "call"]  # taken, then extended at pre-call
+    session.post_sampling({"role": "assistant", "content": "done"})
+    session.close()

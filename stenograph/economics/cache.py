@@ -89,7 +89,7 @@ class PromptCache:
 
     prices: PriceTable
     entries: dict[bytes, tuple[float, float]] = field(default_factory=dict)
-    _chains: dict[str, Chains] = field(default_factory=dict, repr=False)
+    _chains: dict[str, _Chains] = field(default_factory=dict, repr=False)
 
     def keep_warm(self, request: Request) -> None:
         """Cache the prelude of ``request`` for good (kept warm from outside)."""
@@ -133,7 +133,7 @@ class PromptCache:
         return call
 
     def _prefixes(self, model: str, segments: tuple[Segment, ...]) -> tuple[list[bytes], list[int]]:
-        chains = self._chains.get(model) or self._chains.setdefault(model, Chains(model))
+        chains = self._chains.get(model) or self._chains.setdefault(model, _Chains(model))
         return chains.of(segments)
 
     def _alive(self, digest: bytes, now: float) -> bool:
@@ -160,7 +160,7 @@ class PromptCache:
                 entries[key] = (now + seconds, seconds)
 
 
-class Chains:
+class _Chains:
     """The chained hash and the cumulative token count at the end of every segment of a
     request, for one model: a request sharing its first segments with one of the last two
     (each call's request extends the one before, a fork's starts as its main call's) takes
