@@ -94,14 +94,14 @@ class PromptCache:
     def keep_warm(self, request: Request) -> None:
         """Cache the prelude of ``request`` for good (kept warm from outside)."""
         if request.prelude:
-            hashes, _ = self._prefixes(request.model, request.segments[: request.prelude])
-            self.entries[hashes[-1]] = (float("inf"), float("inf"))
+            chain = self._chain(request.model, request.segments[: request.prelude])
+            self.entries[chain.hashes[-1]] = (float("inf"), float("inf"))
 
     def send(self, request: Request, index: int = 0) -> CallCost:
         """Process ``request``: what it reads, writes and pays; the cache is updated."""
-        hashes, ends = self._prefixes(request.model, request.segments)
+        chain = self._chain(request.model, request.segments)
+        hashes, ends, marks = chain.hashes, chain.ends, chain.marks
         price = self.prices.for_model(request.model)
-        marks = [i for i, s in enumerate(request.segments) if s.breakpoint is not None]
         read_at = self._longest_hit(request.time, marks, hashes)
         if read_at >= 0:
             self._refresh(request.time, hashes[: read_at + 1])
@@ -132,7 +132,7 @@ class PromptCache:
         )
         return call
 
-    def _prefixes(self, model: str, segments: tuple[Segment, ...]) -> tuple[list[bytes], list[int]]:
+    def _chain(self, model: str, segments: tuple[Segment, ...]) -> _Chain:
         chains = self._chains.get(model) or self._chains.setdefault(model, _Chains(model))
         return chains.of(segments)
 
@@ -160,36 +160,51 @@ class PromptCache:
                 entries[key] = (now + seconds, seconds)
 
 
+@dataclass
+class _Chain:
+    """A request's segments, the hash of each prefix, its tokens, and which segments carry
+    a breakpoint."""
+
+    segments: list[Segment]
+    hashes: list[bytes]
+    ends: list[int]
+    marks: list[int]
+
+
 class _Chains:
-    """The chained hash and the cumulative token count at the end of every segment of a
-    request, for one model: a request sharing its first segments with one of the last two
-    (each call's request extends the one before, a fork's starts as its main call's) takes
-    their figures over and computes the rest."""
+    """The chains of one model's requests: a request sharing its first segments with one
+    of the last two (each call's request extends the one before, a fork's starts as its
+    main call's) takes their figures over and computes the rest."""
 
     KEPT = 2
 
     def __init__(self, model: str) -> None:
         self.seed = model.encode()
-        self.recent: list[tuple[list[Segment], list[bytes], list[int]]] = []
+        self.recent: list[_Chain] = []
 
-    def of(self, segments: tuple[Segment, ...]) -> tuple[list[bytes], list[int]]:
-        """(hashes, ends) of ``segments``: the hash of each prefix, its tokens."""
+    def of(self, segments: tuple[Segment, ...]) -> _Chain:
+        """The chain of ``segments``."""
         given = list(segments)
-        shared, hashes, ends = 0, [], []
-        for known, known_hashes, known_ends in self.recent:
-            length = common_prefix(known, given)
+        shared, hashes, ends, marks = 0, [], [], []
+        for known in self.recent:
+            length = common_prefix(known.segments, given)
             if length > shared:
-                shared, hashes, ends = length, known_hashes[:length], known_ends[:length]
+                shared, hashes, ends = length, known.hashes[:length], known.ends[:length]
+                marks = [i for i in known.marks if i < length]
         digest = hashes[-1] if hashes else self.seed
         total = ends[-1] if ends else 0
         blake2b = hashlib.blake2b
-        for segment in given[shared:]:
+        for index in range(shared, len(given)):
+            segment = given[index]
             digest = blake2b(digest + segment.key.encode(), digest_size=16).digest()
             hashes.append(digest)
             total += segment.tokens
             ends.append(total)
-        self.recent = [(given, hashes, ends), *self.recent[: self.KEPT - 1]]
-        return hashes, ends
+            if segment.breakpoint is not None:
+                marks.append(index)
+        chain = _Chain(given, hashes, ends, marks)
+        self.recent = [chain, *self.recent[: self.KEPT - 1]]
+        return chain
 
 
 def common_prefix(known: list[Any], given: list[Any]) -> int:

@@ -39,6 +39,7 @@ class Segmenter:
     _seen: dict[int, tuple[Any, str, int]] = field(default_factory=dict, repr=False)
     _messages: dict[int, _Message] = field(default_factory=dict, repr=False)
     _marked: dict[tuple[Block, str], Block] = field(default_factory=dict, repr=False)
+    _blocks: dict[Block, Block] = field(default_factory=dict, repr=False)
     _last: _Messages | None = field(default=None, repr=False)
 
     def blocks(self, request: dict[str, Any]) -> list[Block]:
@@ -103,9 +104,8 @@ class Segmenter:
         """``block`` with a breakpoint at ``ttl`` (one object per block and TTL)."""
         marked = self._marked.get((block, ttl))
         if marked is None:
-            marked = self._marked[(block, ttl)] = Block(
-                block.key, block.estimate, ttl, block.prelude
-            )
+            made = Block(block.key, block.estimate, ttl, block.prelude)
+            marked = self._marked[(block, ttl)] = self._blocks.setdefault(made, made)
         return marked
 
     def _block(self, where: str, item: Any, prelude: bool) -> Block:
@@ -122,7 +122,8 @@ class Segmenter:
             cached = (item, digest, estimate)
             self._seen[id(item)] = cached
         ttl = cache_ttl(item.get("cache_control")) if isinstance(item, dict) else None
-        return Block(f"{where}|{cached[1]}", cached[2], ttl, prelude)
+        made = Block(f"{where}|{cached[1]}", cached[2], ttl, prelude)
+        return self._blocks.setdefault(made, made)  # equal blocks are one object
 
 
 @dataclass
@@ -163,6 +164,7 @@ class Sizer:
     recorded: int = 0
     estimated: int = 0
     _last: _Sized | None = field(default=None, repr=False)
+    _made: dict[Block, Segment] = field(default_factory=dict, repr=False)
 
     @property
     def ratio(self) -> float:
@@ -183,13 +185,22 @@ class Sizer:
         if new:
             known = sum(sizes.get(_content_key(b), 0) for b in tail)
             self._learn(new, (tokens[-1] if tokens else 0) + known, total, prelude)
-        made = tuple(Segment(b.key, sizes[_content_key(b)], b.breakpoint) for b in tail)
+        made = tuple(self._segment(b) for b in tail)
         running = tokens[-1] if tokens else 0
         for segment in made:
             running += segment.tokens
             tokens.append(running)
         self._last = _Sized(list(blocks), head + made, tokens)
         return self._last.segments
+
+    def _segment(self, block: Block) -> Segment:
+        """``block`` sized (one object per block: equal segments are one object)."""
+        made = self._made.get(block)
+        if made is None:
+            made = self._made[block] = Segment(
+                block.key, self.sizes[_content_key(block)], block.breakpoint
+            )
+        return made
 
     def _learn(
         self, new: list[Block], known: int, total: int | None, known_prelude: int | None
