@@ -6,6 +6,8 @@ messages before them."""
 from __future__ import annotations
 
 import copy
+import sys
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -14,7 +16,10 @@ from hypothesis import strategies as st
 from stenograph.economics import PromptCache, Request, Segmenter, Sizer, load_prices
 from stenograph.economics.cache import common_prefix
 from stenograph.economics.ledger import Call, Ledger
-from stenograph.replay import ReplayReport
+from stenograph.replay import ReplayReport, replay
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from benchlib.transcripts import repeated_demo  # noqa: E402
 
 PRICES = load_prices()
 SONNET = "claude-sonnet-4-5-20250929"
@@ -144,3 +149,18 @@ def test_the_json_report_leaves_the_ledger_alone():
     report = ReplayReport("t.jsonl", "claude-code-jsonl", "default", None, ledger=ledger)
     data = report.to_json()
     assert "ledger" not in data and data["preset"] == "default"
+
+
+def test_a_replay_makes_each_block_once_not_once_per_call(tmp_path, monkeypatch):
+    """The blocks made for a replay's economics grow with the messages, not with the
+    messages times the calls: a session twice as long makes about twice as many (each
+    call re-deriving its whole request made four times as many)."""
+    made = []
+    block = Segmenter._block
+    monkeypatch.setattr(Segmenter, "_block", lambda self, *a: (made.append(1), block(self, *a))[1])
+    counts = []
+    for calls in (40, 80):
+        made.clear()
+        replay(repeated_demo(calls, tmp_path / f"{calls}.jsonl"), "default", state_dir=None)
+        counts.append(len(made))
+    assert 1.8 < counts[1] / counts[0] < 2.3
