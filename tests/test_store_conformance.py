@@ -4,6 +4,7 @@ with several real OS processes."""
 from __future__ import annotations
 
 import ast
+import json
 import multiprocessing
 import os
 import random
@@ -493,3 +494,16 @@ def test_a_store_lacking_part_of_the_protocol_is_refused_when_opened(tmp_path):
     engine = stenograph.Engine.from_preset("inactivity-only")
     with pytest.raises(StoreError, match=r"\(WithoutClaim\) lacks claim; a SessionStorage has"):
         engine.open_session("s", store=OlderStore(tmp_path))
+
+
+def test_the_folder_store_rewrites_its_lease_file_in_place_leaving_no_older_tail(tmp_path):
+    storage = open_store(f"file:{tmp_path}").session("s")
+    call = storage.acquire(CALL, "host-a:1:" + "x" * 60, 5.0)
+    assert storage.acquire(EXTRACTION, "host-a:1:y", 5.0) is not None
+    path = next(tmp_path.rglob("lease.json"))
+    longest = path.stat().st_size
+    storage.release(call)  # a shorter text: padded to the file's size, no older tail left
+    assert path.stat().st_size == longest and list(path.parent.glob("lease.json?*")) == []
+    held = json.loads(path.read_bytes())
+    assert held[CALL]["owner"] == "" and held[EXTRACTION]["owner"] == "host-a:1:y"
+    assert storage.acquire(CALL, "host-b:2:z", 5.0) is not None  # read back whole: free

@@ -70,9 +70,17 @@ class FolderStorage(SessionStore):
         return found if isinstance(found, dict) else {}
 
     def _write_leases(self, leases: dict[str, Any]) -> None:
-        tmp = self.folder / "lease.json.new"
-        tmp.write_text(json.dumps(leases), encoding="utf-8")
-        os.replace(tmp, self.folder / "lease.json")  # no fsync: a lease need not outlive a crash
+        """Rewrite ``lease.json`` in place (every reader holds the session lock): one write
+        of the whole file, padded with spaces to its size, so that no older tail is left
+        and no truncation a kill could cut short follows. No fsync: a lease need not
+        outlive a crash. (A temp file renamed over it cost ~10x as much.)"""
+        data = json.dumps(leases).encode()
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+        fd = os.open(self.folder / "lease.json", flags, 0o600)
+        try:
+            os.pwrite(fd, data.ljust(os.fstat(fd).st_size), 0)
+        finally:
+            os.close(fd)
 
     def acquire(self, kind: str, owner: str, seconds: float) -> Lease | None:
         """See :class:`~stenograph.stores.base.SessionStorage`."""
