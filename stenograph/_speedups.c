@@ -1148,6 +1148,34 @@ entries_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* ---- set_slots: an event's __init__ -------------------------------------------------------
+ * events._slot_init's body: each value set through its slot's descriptor, in one C call where
+ * the Python twin makes one Python-level call per field. */
+
+static PyObject *
+set_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_CheckExact(args[1]) || !PyTuple_CheckExact(args[2]) ||
+        PyTuple_GET_SIZE(args[1]) != PyTuple_GET_SIZE(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_slots(obj, descriptors, values): two tuples of one length");
+        return NULL;
+    }
+    PyObject *obj = args[0];
+    Py_ssize_t n = PyTuple_GET_SIZE(args[1]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *descr = PyTuple_GET_ITEM(args[1], i);
+        descrsetfunc set = Py_TYPE(descr)->tp_descr_set;
+        if (set == NULL) {
+            PyErr_Format(PyExc_TypeError, "set_slots: %R sets nothing", descr);
+            return NULL;
+        }
+        if (set(descr, obj, PyTuple_GET_ITEM(args[2], i)) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"copy_json", (PyCFunction)(void (*)(void))copy_json, METH_FASTCALL,
      "copy_json(value, other): entries._copy (other(v) for what is not a dict, list or atom)"},
@@ -1167,6 +1195,8 @@ static PyMethodDef methods[] = {
      "make_entry(message, now, owned): entries.make_entry, or None when not its case"},
     {"response_entry", (PyCFunction)(void (*)(void))response_entry, METH_FASTCALL,
      "response_entry(data, now, owned): entries.response_entry of a dict, or None"},
+    {"set_slots", (PyCFunction)(void (*)(void))set_slots, METH_FASTCALL,
+     "set_slots(obj, descriptors, values): each value set through its descriptor"},
     {"entries_setup", (PyCFunction)(void (*)(void))entries_setup, METH_FASTCALL,
      "entries_setup(Entry, new_uuid, _usage, usage keys, meta keys, (low, high))"},
     {NULL, NULL, 0, NULL},

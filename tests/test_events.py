@@ -8,10 +8,12 @@ import dataclasses
 import inspect
 
 import pytest
+from helpers import compiled_twins, under_debug_allocator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stenograph
+from stenograph.engine import events
 from stenograph.engine.events import Custom, Event, EventLog, event
 
 EVENT_TYPES = sorted(
@@ -106,3 +108,56 @@ def test_a_session_keeps_the_newest_max_events_and_on_event_gets_all():
     for i in range(2_000):
         unbounded.record(Custom(time=float(i), name=str(i)))
     assert len(unbounded.events) == 2_000 and unbounded.events[1_998:][0].name == "1998"
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
+def test_both_twins_of_set_slots_set_the_same_slots(cls):
+    c = compiled_twins()
+    names = [f.name for f in dataclasses.fields(cls)]
+    descriptors = tuple(getattr(cls, name) for name in names)
+    values = tuple(object() for _ in names)
+    made = []
+    for twin in (c.set_slots, events._set_slots):
+        out = object.__new__(cls)
+        twin(out, descriptors, values)
+        made.append(out)
+        assert all(getattr(out, name) is value for name, value in zip(names, values, strict=True))
+    assert made[0] == made[1]
+
+
+@pytest.mark.parametrize("twin", ["C", "Python"])
+def test_set_slots_refuses_what_is_not_a_slot_of_the_object(twin):
+    c = compiled_twins()
+    set_slots = c.set_slots if twin == "C" else events._set_slots
+    out = object.__new__(Custom)
+    with pytest.raises(TypeError, match="two tuples of one length"):
+        set_slots(out, (Custom.name,), ())
+    with pytest.raises((TypeError, AttributeError)):
+        set_slots(out, (1,), ("a",))  # no descriptor
+    with pytest.raises(TypeError):
+        set_slots(out, (Event.time, stenograph.EntriesMemorized.tokens_saved), (1.0, 2))
+
+
+def test_events_made_in_c_hold_and_release_their_values_under_the_debug_allocator():
+    compiled_twins()
+    out = under_debug_allocator(
+        "import gc, sys\n"
+        "from stenograph.engine.events import Custom\n"
+        "from stenograph._speedups import set_slots\n"
+        "slots = (Custom.time, Custom.handler, Custom.slot, Custom.name, Custom.data)\n"
+        "name, data = 'n' * 50, {'k': 1}\n"
+        "before = sys.getrefcount(name), sys.getrefcount(data)\n"
+        "made = [object.__new__(Custom) for _ in range(1000)]\n"
+        "for each in made: set_slots(each, slots, (1.0, '', -1, name, data))\n"
+        "set_slots(made[0], slots, (2.0, 'h', 0, name, data))  # set again: the old let go\n"
+        "assert sys.getrefcount(name) == before[0] + 1000\n"
+        "class Other:\n"
+        "    __slots__ = ('x',)\n"
+        "try:\n"
+        "    set_slots(made[0], (Custom.name, Other.x), (name, data))\n"
+        "    raise SystemExit('a slot of another class was set')\n"
+        "except TypeError: pass\n"
+        "del made, each; gc.collect()\n"
+        "print(sys.getrefcount(name) == before[0], sys.getrefcount(data) == before[1])\n"
+    )
+    assert out.split() == ["True", "True"]

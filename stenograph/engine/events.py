@@ -10,28 +10,41 @@ from typing import Any, SupportsIndex, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
+from .speedups import C
+
 E = TypeVar("E")
 
 
 @dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
 def event(cls: type[E]) -> type[E]:
     """``@dataclass(frozen=True, kw_only=True, slots=True)`` for an event type, with an
-    ``__init__`` that sets each slot through its descriptor: half the cost of the frozen
-    dataclass's own, which goes through ``object.__setattr__`` field by field (an event is
-    recorded on every response)."""
+    ``__init__`` that sets the slots through their descriptors in one call (``set_slots``):
+    a fifth of the cost of the frozen dataclass's own, which goes through
+    ``object.__setattr__`` field by field (an event is recorded on every response)."""
     made = dataclass(frozen=True, kw_only=True, slots=True)(cls)
     made.__init__ = _slot_init(made)  # type: ignore[method-assign]
     return made
 
 
+def _set_slots(obj: object, descriptors: tuple[Any, ...], values: tuple[Any, ...]) -> None:
+    """Set each value through its descriptor (the Python twin of ``C.set_slots``)."""
+    if len(descriptors) != len(values):
+        raise TypeError("set_slots(obj, descriptors, values): two tuples of one length")
+    for descriptor, value in zip(descriptors, values, strict=True):
+        descriptor.__set__(obj, value)
+
+
+set_slots = _set_slots if C is None else C.set_slots
+
+
 def _slot_init(cls: type) -> Callable[..., None]:
     """An ``__init__`` taking every field by keyword, as the dataclass's does."""
-    namespace: dict[str, Any] = {"_MISSING": MISSING}
-    params, body = [], []
+    namespace: dict[str, Any] = {"_MISSING": MISSING, "_set_slots": set_slots}
+    params, body, names = [], [], []
     for f in fields(cls):
         if not f.init:
             raise TypeError(f"event {cls.__name__}: field {f.name!r} has init=False")
-        namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        names.append(f.name)
         if f.default is not MISSING:
             namespace[f"_default_{f.name}"] = f.default
             params.append(f"{f.name}=_default_{f.name}")
@@ -41,10 +54,12 @@ def _slot_init(cls: type) -> Callable[..., None]:
             body.append(f"    if {f.name} is _MISSING: {f.name} = _factory_{f.name}()")
         else:
             params.append(f.name)
-        body.append(f"    _set_{f.name}(self, {f.name})")
+    namespace["_slots"] = tuple(getattr(cls, name) for name in names)
+    body.append(f"    _set_slots(self, _slots, ({''.join(name + ', ' for name in names)}))")
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
-    exec(f"def __init__(self, *, {', '.join(params)}):\n" + "\n".join(body), namespace)
+    star = f"*, {', '.join(params)}" if params else ""
+    exec(f"def __init__(self, {star}):\n" + "\n".join(body), namespace)
     init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
