@@ -15,8 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from ..engine.files import atomic_write, private_dir
 from ..engine.notes import MAX_NOTES_CHARS
 from ..engine.store import BLANK, SessionStore, check_session_id, encode_record, log, parse_line
@@ -31,6 +29,7 @@ from .base import (
     untaken,
     yields_to,
 )
+from .file_lock import FileLock
 from .notes_file import NotesFile
 
 STATE_VERSION_KEY = "stateVersion"
@@ -288,8 +287,9 @@ class FolderStorage(SessionStore):
             return mark is not None
 
     def close(self) -> None:
-        """Close the journal."""
+        """Close the journal and the lock's descriptor."""
         super().close()
+        self._file_lock.close()
 
 
 class FileNotes:

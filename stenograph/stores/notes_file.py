@@ -8,8 +8,6 @@ import os
 import tempfile
 from pathlib import Path
 
-from filelock import FileLock
-
 from ..engine.files import atomic_write, fsync_dir, private_dir, remove_temp_files
 from ..engine.notes import (
     MAX_NOTES_CHARS,
@@ -19,6 +17,7 @@ from ..engine.notes import (
     headings,
     read_notes,
 )
+from .file_lock import FileLock
 
 
 class NotesFile:
@@ -86,3 +85,4 @@ class NotesFile:
             atomic_write(self.path, text, mode=0o600)
         finally:
             lock.release()
+            lock.close()
