@@ -103,8 +103,25 @@ def test_a_symbolic_link_is_never_followed(tmp_path):
     with pytest.raises(OSError):
         lock.acquire()
     assert not lock.is_locked and outside.read_text() == "keep"
-    with pytest.raises(RuntimeError, match="released more often than acquired"):
+    with pytest.raises(RuntimeError, match="more often than acquired"):
         lock.release()
+
+
+def test_only_the_holding_thread_releases_it(tmp_path):
+    lock, errors = FileLock(tmp_path / "s.lock"), []
+
+    def release() -> None:
+        try:
+            lock.release()
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    with lock:
+        thread = threading.Thread(target=release)
+        thread.start()
+        thread.join(5)
+        assert lock.is_locked and held_elsewhere(tmp_path / "s.lock")
+    assert errors and "does not hold it" in errors[0]
 
 
 def test_a_forked_child_takes_its_own_lock_and_waits_for_the_parent(tmp_path):

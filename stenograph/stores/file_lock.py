@@ -37,6 +37,7 @@ class FileLock:
         """No descriptor, no holder (at creation, and in a forked child)."""
         self._thread_lock = threading.RLock()
         self._depth = 0  # nested acquisitions of the holding thread
+        self._owner = 0  # that thread's ident
         self._fd = -1
         self._closer: weakref.finalize[..., FileLock] | None = None
 
@@ -50,11 +51,15 @@ class FileLock:
             self._thread_lock.release()
             raise
         self._depth += 1
+        self._owner = threading.get_ident()
 
     def release(self) -> None:
         """Let go of one acquisition; the file is unlocked with the last."""
-        if self._depth <= 0:
-            raise RuntimeError(f"{self.path}: the lock is released more often than acquired")
+        if self._depth <= 0 or self._owner != threading.get_ident():
+            raise RuntimeError(
+                f"{self.path}: the lock is released by a thread that does not hold it"
+                " (or more often than acquired)"
+            )
         try:
             if self._depth == 1:
                 import fcntl
