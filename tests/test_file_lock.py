@@ -166,3 +166,14 @@ def test_no_descriptor_is_left_open(tmp_path):
     del dropped
     gc.collect()
     assert open_fds() == before
+
+
+def test_a_lock_held_elsewhere_is_not_waited_for_when_not_blocking(tmp_path):
+    first, second = FileLock(tmp_path / "s.lock"), FileLock(tmp_path / "s.lock")
+    assert first.acquire(blocking=False) and first.acquire(blocking=False)  # reentrant
+    assert not second.acquire(blocking=False) and not second.is_locked
+    first.release()
+    assert not second.acquire(blocking=False)
+    first.release()
+    assert second.acquire(blocking=False)
+    second.release()

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
@@ -39,6 +38,7 @@ import stenograph
 from stenograph import ExtractionFinished
 from stenograph.engine.store import check_session_id
 from stenograph.integrations.anthropic import wrap
+from stenograph.stores.file_lock import FileLock
 
 with contextlib.suppress(ImportError):  # line editing and history for input()
     import readline  # noqa: F401
@@ -504,14 +504,13 @@ def session_lock(folder: Path) -> Iterator[None]:
     """One agent per session: two processes appending to one journal would interleave."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock = FileLock(folder / "agent.lock", mode=0o600)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise SessionBusy(f"session {folder.name} is open in another agent") from None
+    if not lock.acquire(blocking=False):
+        raise SessionBusy(f"session {folder.name} is open in another agent")
     try:
         yield
     finally:
         lock.release()
+        lock.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,17 +41,22 @@ class FileLock:
         self._fd = -1
         self._closer: weakref.finalize[..., FileLock] | None = None
 
-    def acquire(self) -> None:
-        """Wait for the lock (the thread holding it already: at once)."""
-        self._thread_lock.acquire()
+    def acquire(self, blocking: bool = True) -> bool:
+        """Wait for the lock (the thread holding it already: at once); ``blocking`` False:
+        take it only if it is free now. Whether it was taken."""
+        if not self._thread_lock.acquire(blocking):
+            return False
         try:
-            if self._depth == 0:
-                self._lock_file()
+            taken = self._depth > 0 or self._lock_file(blocking)
         except BaseException:
             self._thread_lock.release()
             raise
+        if not taken:
+            self._thread_lock.release()
+            return False
         self._depth += 1
         self._owner = threading.get_ident()
+        return True
 
     def release(self) -> None:
         """Let go of one acquisition; the file is unlocked with the last."""
@@ -93,17 +98,22 @@ class FileLock:
     ) -> None:
         self.release()
 
-    def _lock_file(self) -> None:
-        """``flock`` the file at the path now (the caller holds the thread lock)."""
+    def _lock_file(self, blocking: bool) -> bool:
+        """``flock`` the file at the path now (the caller holds the thread lock); False
+        when ``blocking`` is False and another holder has it."""
         import fcntl
 
+        flags = fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB
         while True:
             if self._fd < 0:
                 self._fd = os.open(self.path, _OPEN_FLAGS, self.mode)
                 self._closer = weakref.finalize(self, os.close, self._fd)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self._fd, flags)
+            except BlockingIOError:
+                return False
             if self._still_there():
-                return
+                return True
             self._drop()  # unlocked by the close: the path holds another file now
 
     def _still_there(self) -> bool:
