@@ -30,7 +30,7 @@ def _set_slots(obj: object, descriptors: tuple[Any, ...], values: tuple[Any, ...
     """Set each value through its descriptor (the Python twin of ``C.set_slots``)."""
     if len(descriptors) != len(values):
         raise TypeError("set_slots(obj, descriptors, values): two tuples of one length")
-    for descriptor, value in zip(descriptors, values, strict=True):
+    for descriptor, value in zip(descriptors, values, strict=False):  # lengths checked
         descriptor.__set__(obj, value)
 
 
@@ -58,8 +58,7 @@ def _slot_init(cls: type) -> Callable[..., None]:
     body.append(f"    _set_slots(self, _slots, ({''.join(name + ', ' for name in names)}))")
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
-    star = f"*, {', '.join(params)}" if params else ""
-    exec(f"def __init__(self, {star}):\n" + "\n".join(body), namespace)
+    exec(f"def __init__(self, *, {', '.join(params)}):\n" + "\n".join(body), namespace)
     init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init

@@ -135,8 +135,7 @@ class FileLock:
 def _forget_inherited() -> None:
     """In a forked child: close the parent's descriptors (its locks stand) and holders."""
     for lock in list(_LOCKS):
-        if lock._closer is not None:
-            lock._closer()
+        lock._drop()
         lock._reset()
 
 
